@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: TLS material, scripted gRPC servers, processes."""

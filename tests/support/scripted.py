@@ -1,0 +1,70 @@
+"""A real gRPC server on loopback whose ``idle`` and ``stop`` answers are scripted.
+
+It stands in for the shapes of worker a test cannot get otherwise: one that
+answers a given status code, a given double, or lacks the idle method (a wool
+worker older than 0.15). It records what it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from wool_idle.proto import SERVICE, IdleTime, StopRequest, Void
+
+
+@dataclass
+class ScriptedWorker:
+    """Answers ``idle`` with ``seconds`` (or aborts with ``code``); records calls."""
+
+    seconds: float = 0.0
+    code: grpc.StatusCode | None = None
+    with_idle: bool = True
+    hang: bool = False
+    idle_calls: int = 0
+    deadlines: list[float | None] = field(default_factory=list)
+    stop_requests: list[StopRequest] = field(default_factory=list)
+    address: str = ""
+    _server: Any = None
+
+    async def _idle(self, request: Void, context: Any) -> IdleTime:
+        self.idle_calls += 1
+        self.deadlines.append(context.time_remaining())
+        if self.hang:
+            await asyncio.Event().wait()
+        if self.code is not None:
+            await context.abort(self.code, f"scripted {self.code.name}")
+        return IdleTime(seconds=self.seconds)
+
+    async def _stop(self, request: StopRequest, context: Any) -> Void:
+        self.stop_requests.append(request)
+        if self.code is not None:
+            await context.abort(self.code, f"scripted {self.code.name}")
+        return Void()
+
+    async def start(self, listen: str = "127.0.0.1:0") -> str:
+        methods = {
+            "stop": grpc.unary_unary_rpc_method_handler(
+                self._stop, request_deserializer=StopRequest.FromString,
+                response_serializer=Void.SerializeToString,
+            )
+        }
+        if self.with_idle:
+            methods["idle"] = grpc.unary_unary_rpc_method_handler(
+                self._idle, request_deserializer=Void.FromString,
+                response_serializer=IdleTime.SerializeToString,
+            )
+        self._server = grpc.aio.server()
+        self._server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler(SERVICE, methods)]
+        )
+        port = self._server.add_insecure_port(listen)
+        await self._server.start()
+        self.address = listen if listen.startswith("unix:") else f"127.0.0.1:{port}"
+        return self.address
+
+    async def close(self) -> None:
+        await self._server.stop(0)

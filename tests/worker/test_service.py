@@ -1,0 +1,275 @@
+"""WorkerService over a real gRPC server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import cloudpickle
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from support.tasks import echo, gated, not_a_coroutine, sleep_for
+
+from wool_idle.exceptions import DispatchRejected, StopRefused, TransientRpcError
+from wool_idle.proto import DISPATCH, Request, Response
+from wool_idle.worker import WorkerConnection, WorkerService
+
+
+async def poll_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until ``predicate()`` holds; fail the test if it never does."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition never became true"
+        await asyncio.sleep(0.005)
+
+
+async def raw_dispatch(address: str, task_id: str, task: bytes) -> list[Response]:
+    """Send one dispatch Request exactly as given; return the worker's responses."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = channel.stream_stream(
+            DISPATCH, request_serializer=Request.SerializeToString,
+            response_deserializer=Response.FromString,
+        )
+        return [r async for r in call(iter([Request(task_id=task_id, task=task)]))]
+
+
+class TestWorkerService:
+    @pytest.mark.parametrize(
+        "outcomes", [["return", "return", "return"], ["raise", "return", "raise"], ["raise"]]
+    )
+    async def test_idle_zero_until_last_task_drains(
+        self, start_server, tmp_path: Path, outcomes: list[str]
+    ) -> None:
+        """Given N in-flight tasks, each returning or raising, when they complete one at
+        a time and idle is polled after each, then idle stays zero until the last task
+        drains, then accrues."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        gates = [str(tmp_path / f"gate{i}") for i in range(len(outcomes))]
+        calls = [
+            asyncio.ensure_future(connection.dispatch(gated, gate, outcome))
+            for gate, outcome in zip(gates, outcomes, strict=True)
+        ]
+        await poll_until(lambda: len(server.service.docket) == len(outcomes))
+        readings = []
+        # Act
+        for index, gate in enumerate(gates):
+            Path(gate).touch()
+            await asyncio.wait([calls[index]])
+            await poll_until(lambda i=index: len(server.service.docket) == len(outcomes) - i - 1)
+            readings.append(await connection.idle_time())
+        await asyncio.sleep(0.05)
+        later = await connection.idle_time()
+        # Assert
+        assert readings[:-1] == [0.0] * (len(outcomes) - 1)
+        assert later > readings[-1] >= 0.0
+        for call, outcome in zip(calls, outcomes, strict=True):
+            if outcome == "raise":
+                with pytest.raises(ValueError, match="task failed"):
+                    call.result()
+            else:
+                assert call.result() == "ok"
+        await connection.close()
+
+    @pytest.mark.parametrize("rejection", ["backpressure", "malformed_id", "sync_callable"])
+    async def test_dispatch_rejected_before_tracking_keeps_idle(
+        self, start_server, rejection: str
+    ) -> None:
+        """Given a worker with accrued idle, when a dispatch is rejected before tracking
+        (backpressure, malformed id, sync callable), then idle keeps counting: the
+        rejected task never enters the docket."""
+        # Arrange
+        service = WorkerService(backpressure=lambda s: rejection == "backpressure")
+        server = await start_server(service=service)
+        await asyncio.sleep(0.05)
+        before = service.docket.idle_seconds()
+        task_id = "not-a-uuid" if rejection == "malformed_id" else str(uuid.uuid4())
+        function = not_a_coroutine if rejection == "sync_callable" else echo
+        # Act
+        try:
+            responses = await raw_dispatch(
+                server.address, task_id, cloudpickle.dumps((function, ("x",) if function is echo else (), {}))
+            )
+            code = None
+        except grpc.aio.AioRpcError as error:
+            responses, code = [], error.code()
+        after = service.docket.idle_seconds()
+        # Assert
+        if rejection == "backpressure":
+            assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        else:
+            assert [r.WhichOneof("payload") for r in responses] == ["nack"]
+            assert responses[0].nack.reason
+        assert after > before > 0.0
+
+    async def test_dispatch_returns_result_and_exception(self, start_server) -> None:
+        """Given a worker, when tasks are dispatched that return and that raise, then
+        the caller gets the value and the exception."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            value = await connection.dispatch(echo, {"k": [1, 2]})
+            with pytest.raises(ValueError, match="task failed"):
+                await connection.dispatch(gated, "/", "raise")
+            with pytest.raises(DispatchRejected, match="not a coroutine function"):
+                await connection.dispatch(not_a_coroutine)  # type: ignore[arg-type]
+        # Assert
+        assert value == {"k": [1, 2]}
+
+    @pytest.mark.parametrize(
+        ("grace", "expect_completed"), [(0.0, False), (5.0, True), (-1.0, True), (0.2, False)]
+    )
+    async def test_stop_grace_semantics(
+        self, start_server, grace: float, expect_completed: bool
+    ) -> None:
+        """Given a worker running a task of 1s, when stopped with a grace of 0 (cancel
+        now), 5s (drain), negative (wait) or 0.2s (drain then cancel), then the task
+        completes exactly when the grace allows it."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        call = asyncio.ensure_future(connection.dispatch(sleep_for, 1.0))
+        await poll_until(lambda: len(server.service.docket) == 1)
+        # Act
+        await connection.stop(grace)
+        outcome = await asyncio.gather(call, return_exceptions=True)
+        # Assert
+        if expect_completed:
+            assert outcome == [1.0]
+        else:
+            assert isinstance(outcome[0], asyncio.CancelledError)
+        assert server.service.stopped.is_set()
+        await connection.close()
+
+    async def test_dispatch_during_shutdown_unavailable(self, start_server, tmp_path: Path) -> None:
+        """Given a worker draining a task, when a new task is dispatched and a second
+        stop arrives, then the dispatch gets UNAVAILABLE, the second stop is harmless,
+        and the draining task still completes."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        gate = tmp_path / "gate"
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        await poll_until(lambda: len(server.service.docket) == 1)
+        first_stop = asyncio.ensure_future(connection.stop(30.0))
+        await poll_until(server.service.stopping.is_set)
+        # Act
+        with pytest.raises(TransientRpcError) as refused:
+            await connection.dispatch(echo, 1)
+        second_stop = asyncio.ensure_future(connection.stop(0.0))
+        await asyncio.sleep(0.1)
+        still_running = not running.done()
+        gate.touch()
+        # Assert
+        assert refused.value.code is grpc.StatusCode.UNAVAILABLE
+        assert still_running
+        assert await running == "ok"
+        await first_stop
+        await second_stop
+        await connection.close()
+
+    async def test_conditional_stop_refused_while_task_in_flight(
+        self, start_server, tmp_path: Path
+    ) -> None:
+        """Given a worker with a task in flight, when a conditional stop arrives (even
+        with if_idle_for=0), then it is refused with FAILED_PRECONDITION, the worker
+        keeps serving, and the task completes."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        gate = tmp_path / "gate"
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        await poll_until(lambda: len(server.service.docket) == 1)
+        # Act
+        with pytest.raises(StopRefused) as refused:
+            await connection.stop(30.0, if_idle_for=0.0)
+        gate.touch()
+        result = await running
+        # Assert
+        assert refused.value.code is grpc.StatusCode.FAILED_PRECONDITION
+        assert result == "ok"
+        assert not server.service.stopping.is_set()
+        assert await connection.dispatch(echo, 2) == 2
+        await connection.close()
+
+    async def test_conditional_stop_refused_when_idle_too_short(self, start_server) -> None:
+        """Given an idle worker, when a conditional stop asks for more idle than it
+        has, then it is refused and the worker keeps serving."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(StopRefused):
+                await connection.stop(30.0, if_idle_for=3600.0)
+            idle = await connection.idle_time()
+        # Assert
+        assert idle > 0.0
+        assert not server.service.stopping.is_set()
+
+    async def test_conditional_stop_accepted_when_idle_long_enough(self, start_server) -> None:
+        """Given a worker idle for a while, when a conditional stop asks for less idle
+        than it has, then it stops."""
+        # Arrange
+        server = await start_server()
+        await asyncio.sleep(0.1)
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            await connection.stop(30.0, if_idle_for=0.05)
+        # Assert
+        assert server.service.stopped.is_set()
+
+    async def test_conditional_stop_and_dispatch_in_one_turn(self, start_server) -> None:
+        """Given an idle worker, when a conditional stop and a dispatch arrive
+        together many times, then either the task ran and the stop was refused, or
+        the stop won and the task was refused before it started: never both
+        stopped and cancelled."""
+        # Arrange
+        outcomes = set()
+        for _ in range(10):
+            server = await start_server()
+            connection = WorkerConnection(server.address)
+            # Act
+            stop, task = await asyncio.gather(
+                connection.stop(30.0, if_idle_for=0.0),
+                connection.dispatch(sleep_for, 0.05),
+                return_exceptions=True,
+            )
+            await connection.close()
+            # Assert
+            if isinstance(stop, StopRefused):
+                assert task == 0.05
+                outcomes.add("task_won")
+            else:
+                assert stop is None
+                assert isinstance(task, TransientRpcError) or task == 0.05
+                outcomes.add("stop_won")
+        assert outcomes
+
+    async def test_health_reports_not_serving_after_stop(self, start_server) -> None:
+        """Given a worker, when it is checked through grpc.health.v1 before and during
+        shutdown, then it is SERVING, then NOT_SERVING."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        call = asyncio.ensure_future(connection.dispatch(sleep_for, 0.5))
+        await poll_until(lambda: len(server.service.docket) == 1)
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            before = await stub.Check(health_pb2.HealthCheckRequest(service=""))
+            # Act
+            stop = asyncio.ensure_future(connection.stop(5.0))
+            await poll_until(server.service.stopping.is_set)
+            await asyncio.sleep(0.05)
+            during = await stub.Check(health_pb2.HealthCheckRequest(service=""))
+        await stop
+        await call
+        await connection.close()
+        # Assert
+        assert before.status == health_pb2.HealthCheckResponse.SERVING
+        assert during.status == health_pb2.HealthCheckResponse.NOT_SERVING

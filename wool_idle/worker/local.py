@@ -1,0 +1,127 @@
+"""Workers as objects: the ``WorkerLike`` protocol, the ``Worker`` base, and
+``LocalWorker``, a worker in a subprocess of this one."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import IO, Final, Protocol
+
+from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection
+from wool_idle.worker.tls import ClientTls
+
+START_TIMEOUT: Final = 30.0
+EXIT_TIMEOUT: Final = 10.0
+"""Seconds a stopped worker process gets to exit (after its grace) before it is killed."""
+
+
+class WorkerLike(Protocol):
+    """Anything that can be started and stopped like a worker."""
+
+    address: str
+
+    async def start(self) -> str: ...
+
+    async def stop(self, grace: float | None = None, *, timeout: float | None = None) -> None: ...
+
+
+class Worker(abc.ABC):
+    """Base of workers: ``stop`` takes ``grace`` and the deprecated ``timeout`` alias."""
+
+    address: str = ""
+
+    @abc.abstractmethod
+    async def start(self) -> str:
+        """Start the worker and return its address."""
+
+    async def stop(self, grace: float | None = None, *, timeout: float | None = None) -> None:
+        """Stop the worker, draining in-flight tasks for ``grace`` seconds.
+
+        ``timeout`` is the deprecated name of ``grace``: it still works and
+        emits ``DeprecationWarning``. Passing both is a ``TypeError``.
+        """
+        if timeout is not None:
+            if grace is not None:
+                raise TypeError("pass grace only; timeout is its deprecated alias")
+            warnings.warn(
+                "Worker.stop(timeout=...) is deprecated; use grace=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            grace = timeout
+        await self._stop(DEFAULT_GRACE if grace is None else grace)
+
+    @abc.abstractmethod
+    async def _stop(self, grace: float) -> None:
+        """Stop with a resolved grace period."""
+
+
+class LocalWorker(Worker):
+    """A ``wool-idle worker`` process on this machine.
+
+    ``start`` spawns it and waits for the address line it prints when ready;
+    ``stop`` goes through ``WorkerConnection.stop``, releases the pooled
+    channel even when the stop RPC raises (the error propagates and the
+    process is left to ``kill``), and otherwise reaps the process.
+    """
+
+    def __init__(
+        self,
+        listen: str = "127.0.0.1:0",
+        *,
+        extra_args: Sequence[str] = (),
+        tls: ClientTls | None = None,
+        log_file: IO[bytes] | None = None,
+    ) -> None:
+        self.listen = listen
+        self.extra_args = list(extra_args)
+        self.tls = tls
+        self.log_file = log_file
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> str:
+        """Spawn the worker process and return its address once it serves."""
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wool_idle", "worker", "--listen", self.listen, *self.extra_args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self.log_file if self.log_file is not None else asyncio.subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.process.stdout is not None
+        try:
+            line = await asyncio.wait_for(self.process.stdout.readline(), START_TIMEOUT)
+        except TimeoutError:
+            await self.kill()
+            raise
+        if not line:
+            code = await self.process.wait()
+            raise RuntimeError(f"worker exited with status {code} before it was ready")
+        self.address = line.decode().strip()
+        return self.address
+
+    async def _stop(self, grace: float) -> None:
+        connection = WorkerConnection(self.address, tls=self.tls)
+        try:
+            await connection.stop(grace)
+        finally:
+            await connection.close()
+        await self._reap()
+
+    async def _reap(self) -> None:
+        """Wait for the process to exit, killing it if it lingers."""
+        if self.process is None:
+            return
+        try:
+            await asyncio.wait_for(self.process.wait(), EXIT_TIMEOUT)
+        except TimeoutError:
+            await self.kill()
+
+    async def kill(self) -> None:
+        """Kill the process at once (no drain) and reap it."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()

@@ -1,0 +1,171 @@
+"""The worker's gRPC servicer: run tasks, report idle time, stop with a grace.
+
+All handlers run on one event loop. Admission of a dispatch and the check of a
+conditional stop are synchronous (no ``await`` between check and effect), so a
+conditional stop that passes and a dispatch can never interleave: either the
+task is tracked first and the stop is refused, or the stop wins and the task
+is refused with ``UNAVAILABLE`` before it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+import cloudpickle
+import grpc
+
+from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
+from wool_idle.worker.docket import Docket
+
+log = logging.getLogger(__name__)
+
+Backpressure = Callable[["WorkerService"], bool]
+"""A hook asked before each dispatch is tracked; ``True`` refuses it."""
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+WAIT_FOREVER: Final = -1.0
+
+
+class WorkerService:
+    """Runs dispatched coroutine functions and answers ``idle`` and ``stop``.
+
+    ``stopping`` is set once shutdown begins (new dispatches then get
+    ``UNAVAILABLE``); ``stopped`` once in-flight tasks have drained or been
+    cancelled, after which the server may close.
+    """
+
+    def __init__(self, *, backpressure: Backpressure | None = None, docket: Docket | None = None):
+        self.docket = docket if docket is not None else Docket()
+        self.stopping = asyncio.Event()
+        self.stopped = asyncio.Event()
+        self._backpressure = backpressure
+        self._drain: asyncio.Task[None] | None = None
+
+    async def idle(self, request: Void, context: Context) -> IdleTime:
+        """Answer the seconds since the docket last emptied (0 while busy)."""
+        return IdleTime(seconds=self.docket.idle_seconds())
+
+    async def stop(self, request: StopRequest, context: Context) -> Void:
+        """Shut down with ``request.timeout`` as the grace, then answer.
+
+        With ``if_idle_for`` set, refuse with ``FAILED_PRECONDITION`` unless no
+        task runs and the worker has been idle at least that long.
+        """
+        idle = self.docket.idle_seconds()
+        grace = request.timeout
+        if request.HasField("if_idle_for") and not self.stopping.is_set():
+            required = request.if_idle_for
+            if not math.isfinite(required) or required < 0:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be >= 0")
+            if len(self.docket) or idle < required:
+                log.info("stop refused peer=%s idle=%.3f required=%.3f grace=%s",
+                         context.peer(), idle, required, grace)
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"worker idle {idle:.3f}s with {len(self.docket)} task(s) in flight; "
+                    f"required idle {required:.3f}s",
+                )
+        log.info("stop accepted peer=%s idle=%.3f grace=%s", context.peer(), idle, grace)
+        await self.shutdown(grace)
+        return Void()
+
+    def shutdown(self, grace: float) -> asyncio.Future[None]:
+        """Begin shutdown (idempotent) and return a future done once drained.
+
+        ``grace`` 0 cancels in-flight tasks at once, a positive value drains for
+        that long then cancels, a negative value waits indefinitely. A second
+        call joins the first shutdown and keeps its grace.
+        """
+        if self._drain is None:
+            self.stopping.set()
+            self._drain = asyncio.ensure_future(self._drain_tasks(grace))
+        return asyncio.shield(self._drain)
+
+    async def _drain_tasks(self, grace: float) -> None:
+        pending = set(self.docket)
+        if pending and grace != 0:
+            _, pending = await asyncio.wait(pending, timeout=None if grace < 0 else grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        self.stopped.set()
+
+    async def dispatch(
+        self, requests: AsyncIterator[Request], context: Context
+    ) -> AsyncIterator[Response]:
+        """Admit one task, answer Ack (or Nack), then its result or exception."""
+        request = await anext(aiter(requests), None)
+        if request is None:
+            return
+        admitted = self._admit(request)
+        if isinstance(admitted, grpc.StatusCode):
+            await context.abort(admitted, _REFUSALS[admitted])
+        if isinstance(admitted, Nack):
+            yield Response(nack=admitted)
+            return
+        yield Response(ack=Ack())
+        yield await _outcome(admitted)
+
+    def _admit(self, request: Request) -> asyncio.Task[Any] | Nack | grpc.StatusCode:
+        """Start and track the task, or say why not. Synchronous on purpose."""
+        if self.stopping.is_set():
+            return grpc.StatusCode.UNAVAILABLE
+        if self._backpressure is not None and self._backpressure(self):
+            return grpc.StatusCode.RESOURCE_EXHAUSTED
+        try:
+            uuid.UUID(request.task_id)
+        except ValueError:
+            return Nack(reason=f"malformed task id {request.task_id!r}")
+        try:
+            function, args, kwargs = cloudpickle.loads(request.task)
+        except Exception as error:  # any unpickling failure is the caller's fault
+            return Nack(reason=f"undecodable task: {error!r}")
+        if not inspect.iscoroutinefunction(function):
+            return Nack(reason=f"{function!r} is not a coroutine function")
+        try:
+            coroutine = function(*args, **kwargs)
+        except TypeError as error:  # arguments that do not fit the signature
+            return Nack(reason=f"cannot call {function!r}: {error}")
+        task = asyncio.ensure_future(coroutine)
+        self.docket.track(task)
+        return task
+
+
+_REFUSALS: Final = {
+    grpc.StatusCode.UNAVAILABLE: "worker is shutting down",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "worker is at capacity",
+}
+
+
+async def _outcome(task: asyncio.Task[Any]) -> Response:
+    """Wait for ``task`` (cancelling it if the caller goes away) and wrap its outcome."""
+    try:
+        await asyncio.wait([task])
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.cancelled():
+        return Response(exception=_pickle(asyncio.CancelledError("task cancelled by worker")))
+    error = task.exception()
+    if error is not None:
+        return Response(exception=_pickle(error))
+    try:
+        return Response(result=cloudpickle.dumps(task.result()))
+    except Exception as pickling_error:
+        return Response(exception=_pickle(pickling_error))
+
+
+def _pickle(error: BaseException) -> bytes:
+    """Pickle ``error``, or a ``RuntimeError`` describing it if it does not pickle."""
+    try:
+        return bytes(cloudpickle.dumps(error))
+    except Exception:
+        return bytes(cloudpickle.dumps(RuntimeError(repr(error))))
