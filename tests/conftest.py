@@ -36,7 +36,9 @@ class Transport:
 
 
 @pytest.fixture(params=["tcp", "unix", "tls"])
-def transport(request: pytest.FixtureRequest, tmp_path: Path, tls_material: TlsMaterial) -> Transport:
+def transport(
+    request: pytest.FixtureRequest, tmp_path: Path, tls_material: TlsMaterial
+) -> Transport:
     """Each transport a worker serves: TCP loopback, a Unix socket, and TLS."""
     if request.param == "tcp":
         return Transport("tcp", "127.0.0.1:0", None, None)

@@ -20,7 +20,13 @@ ENV_PREFIX: Final = "WOOL_IDLE_"
 
 _DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS: Final = {
-    "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0,
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+    "y": 31536000.0,
 }
 
 
@@ -42,7 +48,9 @@ def parse_duration(text: str) -> float:
         seconds = float(text)
     except ValueError:
         if not text or _DURATION_PART.sub("", text):
-            raise ValueError(f"invalid duration {text!r} (use seconds or e.g. 30s, 5m, 1h30m)")
+            raise ValueError(
+                f"invalid duration {text!r} (use seconds or e.g. 30s, 5m, 1h30m)"
+            ) from None
         seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"invalid duration {text!r}: must be a finite number >= 0")
@@ -107,7 +115,12 @@ def env_name(flag: str) -> str:
 
 
 def add(
-    parser: argparse.ArgumentParser | Any, flag: str, *, default: Any = None, help: str, **kwargs: Any
+    parser: argparse.ArgumentParser | Any,
+    flag: str,
+    *,
+    default: Any = None,
+    help: str,
+    **kwargs: Any,
 ) -> None:
     """Add ``flag`` whose default comes from its environment variable when set.
 
@@ -134,8 +147,13 @@ def add(
 def add_logging(parser: argparse.ArgumentParser) -> None:
     """Add ``--log-format`` and ``--log-level``."""
     add(parser, "--log-format", default="text", choices=["text", "json"], help="log line format")
-    add(parser, "--log-level", default="info", choices=["debug", "info", "warning", "error"],
-        help="least severe level logged")
+    add(
+        parser,
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe level logged",
+    )
 
 
 def add_client_tls(parser: argparse.ArgumentParser) -> None:
@@ -152,11 +170,18 @@ def client_tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Cli
         return None
     if bool(args.tls_cert) != bool(args.tls_key):
         parser.error("argument --tls-cert/--tls-key: give both or neither")
-    for flag, path in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert),
-                       ("--tls-key", args.tls_key)):
+    for flag, path in (
+        ("--tls-ca", args.tls_ca),
+        ("--tls-cert", args.tls_cert),
+        ("--tls-key", args.tls_key),
+    ):
         require_readable(parser, flag, path)
-    return ClientTls(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
-                     server_name=args.tls_server_name)
+    return ClientTls(
+        ca_file=args.tls_ca,
+        cert_file=args.tls_cert,
+        key_file=args.tls_key,
+        server_name=args.tls_server_name,
+    )
 
 
 def require_readable(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
@@ -168,4 +193,3 @@ def require_readable(parser: argparse.ArgumentParser, flag: str, path: str | Non
             pass
     except OSError as error:
         parser.error(f"argument {flag}: cannot read {path!r}: {error.strerror}")
-

@@ -48,13 +48,15 @@ class ScriptedWorker:
     async def start(self, listen: str = "127.0.0.1:0") -> str:
         methods = {
             "stop": grpc.unary_unary_rpc_method_handler(
-                self._stop, request_deserializer=StopRequest.FromString,
+                self._stop,
+                request_deserializer=StopRequest.FromString,
                 response_serializer=Void.SerializeToString,
             )
         }
         if self.with_idle:
             methods["idle"] = grpc.unary_unary_rpc_method_handler(
-                self._idle, request_deserializer=Void.FromString,
+                self._idle,
+                request_deserializer=Void.FromString,
                 response_serializer=IdleTime.SerializeToString,
             )
         self._server = grpc.aio.server()

@@ -31,7 +31,9 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _write(directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> CertFiles:
+def _write(
+    directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
+) -> CertFiles:
     cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
@@ -86,7 +88,8 @@ def make_tls_material(directory: Path, client_identities: tuple[str, ...]) -> Tl
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
     ]
     server = _write(
-        directory, "server",
+        directory,
+        "server",
         _certificate("localhost", ca_name, ca_key, server_key, server_sans, is_ca=False),
         server_key,
     )

@@ -31,7 +31,8 @@ async def raw_dispatch(address: str, task_id: str, task: bytes) -> list[Response
     """Send one dispatch Request exactly as given; return the worker's responses."""
     async with grpc.aio.insecure_channel(address) as channel:
         call = channel.stream_stream(
-            DISPATCH, request_serializer=Request.SerializeToString,
+            DISPATCH,
+            request_serializer=Request.SerializeToString,
             response_deserializer=Response.FromString,
         )
         return [r async for r in call(iter([Request(task_id=task_id, task=task)]))]
@@ -93,7 +94,9 @@ class TestWorkerService:
         # Act
         try:
             responses = await raw_dispatch(
-                server.address, task_id, cloudpickle.dumps((function, ("x",) if function is echo else (), {}))
+                server.address,
+                task_id,
+                cloudpickle.dumps((function, ("x",) if function is echo else (), {})),
             )
             code = None
         except grpc.aio.AioRpcError as error:

@@ -7,7 +7,9 @@ import re
 from typing import Final
 
 UNIX_PREFIX: Final = "unix:"
-_HOSTNAME: Final = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?$")
+_HOSTNAME: Final = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?$"
+)
 
 
 def parse_address(text: str, *, listen: bool = False) -> str:

@@ -28,35 +28,72 @@ EXIT_RPC_ERROR: Final = 5
 def register(subparsers: Any) -> None:
     """Add the worker's subcommands to the top-level parser."""
     worker = subparsers.add_parser("worker", help="run a worker", description=run_worker.__doc__)
-    options.add(worker, "--listen", type=options.listen_address, default="127.0.0.1:0",
-                help="host:port (port 0 picks one) or unix:/path")
+    options.add(
+        worker,
+        "--listen",
+        type=options.listen_address,
+        default="127.0.0.1:0",
+        help="host:port (port 0 picks one) or unix:/path",
+    )
     options.add(worker, "--tls-cert", help="PEM server certificate (enables TLS)")
     options.add(worker, "--tls-key", help="PEM server key")
-    options.add(worker, "--tls-client-ca", help="PEM CA that client certificates must chain to "
-                "(enables mutual TLS)")
-    options.add(worker, "--grace", type=options.grace_duration, default=DEFAULT_GRACE,
-                help="how long SIGTERM drains in-flight tasks ('forever' for no limit)")
-    options.add(worker, "--max-in-flight", type=options.count(0), default=0,
-                help="refuse new tasks with RESOURCE_EXHAUSTED beyond this many (0: no limit)")
+    options.add(
+        worker,
+        "--tls-client-ca",
+        help="PEM CA that client certificates must chain to (enables mutual TLS)",
+    )
+    options.add(
+        worker,
+        "--grace",
+        type=options.grace_duration,
+        default=DEFAULT_GRACE,
+        help="how long SIGTERM drains in-flight tasks ('forever' for no limit)",
+    )
+    options.add(
+        worker,
+        "--max-in-flight",
+        type=options.count(0),
+        default=0,
+        help="refuse new tasks with RESOURCE_EXHAUSTED beyond this many (0: no limit)",
+    )
     options.add_logging(worker)
     worker.set_defaults(func=run_worker, parser=worker)
 
-    idle = subparsers.add_parser("idle", help="print a worker's idle seconds",
-                                 description=idle_command.__doc__)
+    idle = subparsers.add_parser(
+        "idle", help="print a worker's idle seconds", description=idle_command.__doc__
+    )
     idle.add_argument("target", type=options.address, help="host:port or unix:/path")
-    options.add(idle, "--timeout", type=options.positive_duration, default=5.0,
-                help="deadline of the idle RPC")
+    options.add(
+        idle,
+        "--timeout",
+        type=options.positive_duration,
+        default=5.0,
+        help="deadline of the idle RPC",
+    )
     options.add_client_tls(idle)
     idle.set_defaults(func=idle_command, parser=idle)
 
     stop = subparsers.add_parser("stop", help="stop a worker", description=stop_command.__doc__)
     stop.add_argument("target", type=options.address, help="host:port or unix:/path")
-    options.add(stop, "--grace", type=options.grace_duration, default=DEFAULT_GRACE,
-                help="how long the worker drains in-flight tasks (0 cancels them; 'forever')")
-    options.add(stop, "--if-idle-for", type=options.duration,
-                help="stop only if the worker has been idle at least this long")
-    options.add(stop, "--timeout", type=options.positive_duration,
-                help="deadline of the stop RPC (default: grace + 10s)")
+    options.add(
+        stop,
+        "--grace",
+        type=options.grace_duration,
+        default=DEFAULT_GRACE,
+        help="how long the worker drains in-flight tasks (0 cancels them; 'forever')",
+    )
+    options.add(
+        stop,
+        "--if-idle-for",
+        type=options.duration,
+        help="stop only if the worker has been idle at least this long",
+    )
+    options.add(
+        stop,
+        "--timeout",
+        type=options.positive_duration,
+        help="deadline of the stop RPC (default: grace + 10s)",
+    )
     options.add_client_tls(stop)
     stop.set_defaults(func=stop_command, parser=stop)
 
@@ -68,8 +105,9 @@ def _server_tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         parser.error("argument --tls-cert/--tls-key: TLS needs both")
     for flag in ("--tls-cert", "--tls-key", "--tls-client-ca"):
         options.require_readable(parser, flag, getattr(args, flag[2:].replace("-", "_")))
-    return ServerTls(cert_file=args.tls_cert, key_file=args.tls_key,
-                     client_ca_file=args.tls_client_ca)
+    return ServerTls(
+        cert_file=args.tls_cert, key_file=args.tls_key, client_ca_file=args.tls_client_ca
+    )
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -84,9 +122,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, tls: ServerTls | None) -> int:
     limit = args.max_in_flight
-    service = WorkerService(
-        backpressure=(lambda s: len(s.docket) >= limit) if limit else None
-    )
+    service = WorkerService(backpressure=(lambda s: len(s.docket) >= limit) if limit else None)
     server = WorkerServer(args.listen, service, tls=tls)
     try:
         address = await server.start()

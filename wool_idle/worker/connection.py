@@ -67,7 +67,9 @@ class WorkerConnection:
         """
         check_timeout(timeout)
         call = self._get_channel().unary_unary(
-            IDLE, request_serializer=Void.SerializeToString, response_deserializer=IdleTime.FromString
+            IDLE,
+            request_serializer=Void.SerializeToString,
+            response_deserializer=IdleTime.FromString,
         )
         try:
             reply: IdleTime = await call(Void(), timeout=timeout)
@@ -94,7 +96,9 @@ class WorkerConnection:
         if if_idle_for is not None:
             request.if_idle_for = if_idle_for
         call = self._get_channel().unary_unary(
-            STOP, request_serializer=StopRequest.SerializeToString, response_deserializer=Void.FromString
+            STOP,
+            request_serializer=StopRequest.SerializeToString,
+            response_deserializer=Void.FromString,
         )
         try:
             await call(request, timeout=timeout)
@@ -111,15 +115,20 @@ class WorkerConnection:
         mapped in ``wool_idle.exceptions``.
         """
         call = self._get_channel().stream_stream(
-            DISPATCH, request_serializer=Request.SerializeToString, response_deserializer=Response.FromString
+            DISPATCH,
+            request_serializer=Request.SerializeToString,
+            response_deserializer=Response.FromString,
         )
-        request = Request(task_id=str(uuid.uuid4()), task=cloudpickle.dumps((function, args, kwargs)))
+        request = Request(
+            task_id=str(uuid.uuid4()), task=cloudpickle.dumps((function, args, kwargs))
+        )
         stream = call(iter([request]))
         try:
             responses = [response async for response in stream]
         except grpc.aio.AioRpcError as error:
             raise rpc_error("dispatch", error) from error
-        return _unwrap(responses)
+        result: T = _unwrap(responses)
+        return result
 
     async def close(self) -> None:
         """Give the channel back to the pool; the connection may be used again later."""

@@ -86,7 +86,13 @@ class LocalWorker(Worker):
     async def start(self) -> str:
         """Spawn the worker process and return its address once it serves."""
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wool_idle", "worker", "--listen", self.listen, *self.extra_args,
+            sys.executable,
+            "-m",
+            "wool_idle",
+            "worker",
+            "--listen",
+            self.listen,
+            *self.extra_args,
             stdout=asyncio.subprocess.PIPE,
             stderr=self.log_file if self.log_file is not None else asyncio.subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -15,7 +15,7 @@ import logging
 import math
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import cloudpickle
 import grpc
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 Backpressure = Callable[["WorkerService"], bool]
 """A hook asked before each dispatch is tracked; ``True`` refuses it."""
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context: TypeAlias = Any
+"""``grpc.aio.ServicerContext``; grpcio ships no type information."""
 
 WAIT_FOREVER: Final = -1.0
 
@@ -65,8 +66,13 @@ class WorkerService:
             if not math.isfinite(required) or required < 0:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be >= 0")
             if len(self.docket) or idle < required:
-                log.info("stop refused peer=%s idle=%.3f required=%.3f grace=%s",
-                         context.peer(), idle, required, grace)
+                log.info(
+                    "stop refused peer=%s idle=%.3f required=%.3f grace=%s",
+                    context.peer(),
+                    idle,
+                    required,
+                    grace,
+                )
                 await context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"worker idle {idle:.3f}s with {len(self.docket)} task(s) in flight; "

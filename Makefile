@@ -1,0 +1,35 @@
+# The two commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint pytest prometheus bench clean
+
+demo: $(STAMP)
+	$(BIN)/wool-idle demo
+
+test: lint pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check wool_idle tests
+	$(BIN)/ruff format --check wool_idle tests
+	$(BIN)/mypy
+
+pytest: $(STAMP) prometheus
+	$(BIN)/python -m pytest
+
+prometheus:
+	@scripts/ensure-prometheus
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

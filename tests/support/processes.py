@@ -1,0 +1,36 @@
+"""Running ``wool-idle`` subcommands as real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+COMMAND = (sys.executable, "-m", "wool_idle")
+
+
+def run_cli(
+    args: Sequence[str], *, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``wool-idle ARGS`` to completion and capture its output."""
+    return subprocess.run(
+        [*COMMAND, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def spawn_cli(args: Sequence[str], **kwargs: object) -> subprocess.Popen[str]:
+    """Start ``wool-idle ARGS`` in the background with piped stdout and stderr."""
+    return subprocess.Popen(
+        [*COMMAND, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        **kwargs,  # type: ignore[call-overload]
+    )

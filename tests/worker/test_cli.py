@@ -1,0 +1,184 @@
+"""``wool-idle worker``, ``idle`` and ``stop`` as real processes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.processes import run_cli, spawn_cli
+
+
+def start_worker(*args: str) -> tuple[object, str]:
+    process = spawn_cli(["worker", *args])
+    assert process.stdout is not None
+    address = process.stdout.readline().strip()
+    assert address, process.stderr.read() if process.stderr else ""
+    return process, address
+
+
+class TestWorkerCli:
+    def test_worker_idle_then_stop_exits_zero(self) -> None:
+        """Given `wool-idle worker` started as a process, when it is polled twice with
+        `wool-idle idle` and stopped with `wool-idle stop`, then idle grows and the
+        process exits 0."""
+        # Arrange
+        process, address = start_worker("--listen", "127.0.0.1:0")
+        # Act
+        first = run_cli(["idle", address])
+        time.sleep(0.2)
+        second = run_cli(["idle", address])
+        stopped = run_cli(["stop", address, "--grace", "5s"])
+        status = process.wait(timeout=30)
+        # Assert
+        assert first.returncode == second.returncode == stopped.returncode == 0
+        assert 0 < float(first.stdout) < float(second.stdout)
+        assert status == 0
+
+    def test_conditional_stop_refused_then_accepted(self) -> None:
+        """Given a fresh worker process, when `wool-idle stop --if-idle-for 1h` then
+        `--if-idle-for 0.1s` are run, then the first exits 3 and the worker keeps
+        serving, the second stops it."""
+        # Arrange
+        process, address = start_worker()
+        time.sleep(0.2)
+        # Act
+        refused = run_cli(["stop", address, "--grace", "5s", "--if-idle-for", "1h"])
+        still_serving = run_cli(["idle", address])
+        accepted = run_cli(["stop", address, "--grace", "5s", "--if-idle-for", "0.1s"])
+        status = process.wait(timeout=30)
+        # Assert
+        assert refused.returncode == 3 and "FAILED_PRECONDITION" in refused.stderr
+        assert still_serving.returncode == 0
+        assert accepted.returncode == 0 and status == 0
+
+    def test_worker_sigterm_drains_and_exits_zero(self) -> None:
+        """Given a worker process, when it gets SIGTERM, then it exits 0."""
+        # Arrange
+        process, _ = start_worker()
+        # Act
+        process.terminate()
+        # Assert
+        assert process.wait(timeout=30) == 0
+
+    def test_worker_on_unix_socket(self, tmp_path: Path) -> None:
+        """Given a worker on a Unix socket, when polled through the CLI, then it answers."""
+        # Arrange
+        socket = f"unix:/tmp/wool-idle-cli-{time.monotonic_ns()}.sock"
+        process, address = start_worker("--listen", socket)
+        # Act
+        answer = run_cli(["idle", address])
+        run_cli(["stop", address, "--grace", "1s"])
+        # Assert
+        assert address == socket
+        assert answer.returncode == 0 and float(answer.stdout) > 0
+        assert process.wait(timeout=30) == 0
+
+    def test_worker_with_tls_and_mutual_tls(self, tls_material) -> None:
+        """Given a worker requiring client certificates, when polled with and without
+        one, then only the client with a certificate gets an answer."""
+        # Arrange
+        client = tls_material.clients["exporter"]
+        process, address = start_worker(
+            "--listen",
+            "localhost:0",
+            "--tls-cert",
+            tls_material.server.cert,
+            "--tls-key",
+            tls_material.server.key,
+            "--tls-client-ca",
+            tls_material.ca,
+        )
+        # Act
+        with_cert = run_cli(
+            [
+                "idle",
+                address,
+                "--tls-ca",
+                tls_material.ca,
+                "--tls-cert",
+                client.cert,
+                "--tls-key",
+                client.key,
+            ]
+        )
+        without_cert = run_cli(["idle", address, "--tls-ca", tls_material.ca, "--timeout", "2s"])
+        run_cli(
+            [
+                "stop",
+                address,
+                "--grace",
+                "1s",
+                "--tls-ca",
+                tls_material.ca,
+                "--tls-cert",
+                client.cert,
+                "--tls-key",
+                client.key,
+            ]
+        )
+        # Assert
+        assert with_cert.returncode == 0
+        assert without_cert.returncode == 4
+        assert process.wait(timeout=30) == 0
+
+    def test_idle_exit_codes(self) -> None:
+        """Given a dead address, when `wool-idle idle` polls it, then it exits 4 (unreachable)."""
+        # Act
+        result = run_cli(["idle", "127.0.0.1:1", "--timeout", "2s"])
+        # Assert
+        assert result.returncode == 4
+        assert "UNAVAILABLE" in result.stderr
+
+
+BAD_INPUT = [
+    (["idle", "nohost"], "target"),
+    (["idle", "host:0"], "target"),
+    (["idle", "host:70000"], "target"),
+    (["idle", "unix:"], "target"),
+    (["idle", "127.0.0.1:1", "--timeout", "0"], "--timeout"),
+    (["idle", "127.0.0.1:1", "--timeout", "-1s"], "--timeout"),
+    (["idle", "127.0.0.1:1", "--timeout", "soon"], "--timeout"),
+    (["idle", "127.0.0.1:1", "--tls-ca", "/nonexistent/ca.pem"], "--tls-ca"),
+    (["idle", "127.0.0.1:1", "--tls-cert", "/nonexistent/c.pem"], "--tls-cert"),
+    (["stop", "127.0.0.1:1", "--grace", "-5"], "--grace"),
+    (["stop", "127.0.0.1:1", "--grace", "abc"], "--grace"),
+    (["stop", "127.0.0.1:1", "--if-idle-for", "nan"], "--if-idle-for"),
+    (["stop", "127.0.0.1:1", "--timeout", "0s"], "--timeout"),
+    (["worker", "--listen", "localhost"], "--listen"),
+    (["worker", "--listen", "localhost:-1"], "--listen"),
+    (["worker", "--grace", "1x"], "--grace"),
+    (["worker", "--max-in-flight", "-1"], "--max-in-flight"),
+    (["worker", "--max-in-flight", "many"], "--max-in-flight"),
+    (
+        ["worker", "--tls-cert", "/nonexistent/server.pem", "--tls-key", "/nonexistent/k"],
+        "--tls-cert",
+    ),
+    (["worker", "--tls-cert", "/etc/hostname"], "--tls-cert"),
+    (["worker", "--log-format", "xml"], "--log-format"),
+]
+
+
+class TestWorkerCliBadInput:
+    @pytest.mark.parametrize(
+        ("args", "flag"), BAD_INPUT, ids=lambda v: " ".join(v) if isinstance(v, list) else v
+    )
+    def test_bad_flag_exits_2_naming_it(self, args: list[str], flag: str) -> None:
+        """Given a bad value for a flag, when the command runs, then it exits 2 with
+        one line on stderr that names the flag."""
+        # Act
+        result = run_cli(args, timeout=20)
+        # Assert
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert flag in lines[0]
+
+    def test_bad_environment_value_exits_2_naming_flag(self) -> None:
+        """Given a bad value in a flag's environment variable, when the command runs,
+        then it exits 2 naming the flag."""
+        # Act
+        result = run_cli(["idle", "127.0.0.1:1"], env={"WOOL_IDLE_TIMEOUT": "-3"})
+        # Assert
+        assert result.returncode == 2
+        assert "--timeout" in result.stderr

@@ -1,0 +1,159 @@
+"""WorkerConnection against real gRPC servers on loopback."""
+
+from __future__ import annotations
+
+import math
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wool_idle.exceptions import (
+    TRANSIENT_CODES,
+    IdleUnavailable,
+    RpcError,
+    StopRefused,
+    TransientRpcError,
+    WoolError,
+)
+from wool_idle.worker import WorkerConnection
+from wool_idle.worker.channels import pool
+
+ERROR_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
+FIXTURES_REUSED = settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40, deadline=None
+)
+
+
+class TestWorkerConnection:
+    @pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
+    async def test_idle_time_maps_status_codes(self, scripted, code: grpc.StatusCode) -> None:
+        """Given a worker answering idle with any gRPC status code, when idle_time is
+        awaited, then UNIMPLEMENTED maps to IdleUnavailable, transient codes to
+        TransientRpcError, others to RpcError."""
+        # Arrange
+        worker = await scripted(code=code)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            with pytest.raises(WoolError) as raised:
+                await connection.idle_time()
+        # Assert
+        error = raised.value
+        if code is grpc.StatusCode.UNIMPLEMENTED:
+            assert type(error) is IdleUnavailable
+            assert not isinstance(error, RpcError)
+        elif code in TRANSIENT_CODES:
+            assert type(error) is TransientRpcError
+            assert error.code is code
+        else:
+            assert type(error) is RpcError
+            assert error.code is code
+
+    @pytest.mark.parametrize("timeout", [0, -1, -0.001, -math.inf, math.nan])
+    async def test_idle_time_rejects_non_positive_timeout(self, scripted, timeout: float) -> None:
+        """Given any non-positive timeout, when idle_time is awaited with it, then it
+        raises ValueError without calling the worker."""
+        # Arrange
+        worker = await scripted(seconds=1.0)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            with pytest.raises(ValueError, match="timeout"):
+                await connection.idle_time(timeout=timeout)
+        # Assert
+        assert worker.idle_calls == 0
+
+    @given(timeout=st.one_of(st.none(), st.floats(min_value=1.0, max_value=1e6)))
+    @FIXTURES_REUSED
+    async def test_idle_time_forwards_timeout_as_deadline(self, scripted, timeout) -> None:
+        """Given None or any positive timeout, when idle_time is awaited with it, then
+        the worker sees it as the call's deadline."""
+        # Arrange
+        worker = await scripted(seconds=1.0)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            await connection.idle_time(timeout=timeout)
+        # Assert
+        (remaining,) = worker.deadlines
+        if timeout is None:
+            assert remaining is None
+        else:
+            # grpc-timeout travels in whole units of a coarse clock: allow 1%.
+            assert timeout - 1.0 < remaining <= timeout * 1.01
+
+    @given(seconds=st.floats(allow_nan=True, allow_infinity=True))
+    @FIXTURES_REUSED
+    async def test_idle_time_returns_reported_value(self, scripted, seconds: float) -> None:
+        """Given a worker reporting any double, when idle_time is awaited, then it
+        returns exactly that value (validation is the caller's business)."""
+        # Arrange
+        worker = await scripted(seconds=seconds)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            value = await connection.idle_time()
+        # Assert
+        assert value == seconds or (math.isnan(value) and math.isnan(seconds))
+        assert math.copysign(1.0, value) == math.copysign(1.0, seconds)
+
+    @pytest.mark.parametrize("grace", [0.0, 2.5, -1.0])
+    async def test_stop_sends_grace(self, scripted, grace: float) -> None:
+        """Given a worker acknowledging stop, when stop is awaited with a grace, then
+        it sends a StopRequest carrying the grace (and no condition) and returns None."""
+        # Arrange
+        worker = await scripted()
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            result = await connection.stop(grace)
+        # Assert
+        assert result is None
+        (request,) = worker.stop_requests
+        assert request.timeout == grace
+        assert not request.HasField("if_idle_for")
+
+    async def test_stop_sends_condition(self, scripted) -> None:
+        """Given a worker, when stop is awaited with if_idle_for, then the request
+        carries the condition beside the grace."""
+        # Arrange
+        worker = await scripted()
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            await connection.stop(5.0, if_idle_for=90.0)
+        # Assert
+        (request,) = worker.stop_requests
+        assert (request.timeout, request.if_idle_for) == (5.0, 90.0)
+
+    async def test_stop_maps_failed_precondition_to_refused(self, scripted) -> None:
+        """Given a worker refusing a stop with FAILED_PRECONDITION, when stop is
+        awaited, then StopRefused (an RpcError) is raised."""
+        # Arrange
+        worker = await scripted(code=grpc.StatusCode.FAILED_PRECONDITION)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            with pytest.raises(StopRefused) as raised:
+                await connection.stop(5.0, if_idle_for=1.0)
+        # Assert
+        assert isinstance(raised.value, RpcError)
+
+    async def test_connections_share_one_pooled_channel(self, scripted) -> None:
+        """Given two connections to one worker, when both are used, then they share
+        one channel, which closes when the last is released."""
+        # Arrange
+        worker = await scripted(seconds=3.0)
+        first, second = WorkerConnection(worker.address), WorkerConnection(worker.address)
+        # Act
+        await first.idle_time()
+        await second.idle_time()
+        shared = pool().users(first.key)
+        await first.close()
+        after_one = pool().users(first.key)
+        await second.close()
+        # Assert
+        assert (shared, after_one, pool().users(first.key)) == (2, 1, 0)
+
+    @pytest.mark.parametrize("target", ["", "localhost", "host:0", "host:99999", "unix:", "a b:1"])
+    def test_init_rejects_malformed_target(self, target: str) -> None:
+        """Given a malformed target address, when a connection is made, then it raises
+        ValueError naming the address."""
+        # Act / Assert
+        with pytest.raises(ValueError, match="invalid address"):
+            WorkerConnection(target)

@@ -1,0 +1,93 @@
+"""Idle reporting and the control surface end to end, over every transport."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from support import tasks
+
+from wool_idle.exceptions import IdleUnavailable, RpcError, TransientRpcError
+from wool_idle.worker import LocalWorker, WorkerConnection
+
+
+class TestWorkerIdleReporting:
+    async def test_idle_accrues_from_startup(self, start_server, transport) -> None:
+        """Given a freshly started real worker over each transport, when idle_time is
+        polled twice with a wait, then both readings are positive and non-decreasing."""
+        # Arrange
+        server = await start_server(transport.listen, tls=transport.server_tls)
+        # Act
+        async with WorkerConnection(server.address, tls=transport.client_tls) as connection:
+            first = await connection.idle_time(timeout=5.0)
+            await asyncio.sleep(0.1)
+            second = await connection.idle_time(timeout=5.0)
+        # Assert
+        assert 0.0 < first <= second
+        assert second - first >= 0.09
+
+    async def test_idle_zero_while_busy(self, start_server, transport, tmp_path: Path) -> None:
+        """Given a real worker with one in-flight routine, when idle_time is polled,
+        then it reports zero while the docket is non-empty."""
+        # Arrange
+        server = await start_server(transport.listen, tls=transport.server_tls)
+        gate = tmp_path / "gate"
+        async with WorkerConnection(server.address, tls=transport.client_tls) as connection:
+            running = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
+            while not len(server.service.docket):
+                await asyncio.sleep(0.005)
+            # Act
+            readings = [await connection.idle_time() for _ in range(3)]
+            gate.touch()
+            await running
+        # Assert
+        assert readings == [0.0, 0.0, 0.0]
+
+    async def test_idle_unavailable_for_legacy_servicer(self, scripted) -> None:
+        """Given a servicer without the idle RPC, when idle_time is polled over a real
+        channel, then it raises IdleUnavailable, not RpcError."""
+        # Arrange
+        legacy = await scripted(with_idle=False)
+        # Act
+        async with WorkerConnection(legacy.address) as connection:
+            with pytest.raises(IdleUnavailable) as raised:
+                await connection.idle_time()
+        # Assert
+        assert not isinstance(raised.value, RpcError)
+
+
+class TestWorkerControlSurface:
+    async def test_poll_then_retire(self) -> None:
+        """Given an idle real worker process, when the caller polls idle, stops it,
+        then polls again, then the stop terminates the process (exit 0) and the later
+        poll raises TransientRpcError."""
+        # Arrange
+        worker = LocalWorker()
+        address = await worker.start()
+        connection = WorkerConnection(address)
+        # Act
+        idle = await connection.idle_time()
+        await connection.stop(grace=5.0)
+        assert worker.process is not None
+        status = await asyncio.wait_for(worker.process.wait(), 15)
+        with pytest.raises(TransientRpcError):
+            await connection.idle_time(timeout=2.0)
+        await connection.close()
+        # Assert
+        assert idle > 0.0
+        assert status == 0
+
+    async def test_dispatch_to_process_worker(self, tmp_path: Path) -> None:
+        """Given a worker process, when a task defined in the tests is dispatched, then
+        it runs there and its result comes back."""
+        # Arrange
+        tasks.by_value()
+        worker = LocalWorker()
+        address = await worker.start()
+        # Act
+        async with WorkerConnection(address) as connection:
+            result = await connection.dispatch(tasks.sleep_for, 0.01)
+        await worker.stop(grace=1.0)
+        # Assert
+        assert result == 0.01

@@ -1,0 +1,80 @@
+"""Worker, LocalWorker: real worker subprocesses."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from wool_idle.exceptions import TransientRpcError
+from wool_idle.worker import LocalWorker, WorkerConnection
+from wool_idle.worker.channels import ChannelKey, pool
+
+
+class TestWorker:
+    async def test_stop_deprecated_timeout_forwards_as_grace(self, tmp_path: Path) -> None:
+        """Given a started worker, when stop is called with the deprecated timeout
+        keyword, then it emits a DeprecationWarning and the worker receives the value
+        as its grace (its own log says so) and exits."""
+        # Arrange
+        log_path = tmp_path / "worker.log"
+        with log_path.open("wb") as log_file:
+            worker = LocalWorker(log_file=log_file)
+            await worker.start()
+            # Act
+            with pytest.warns(DeprecationWarning, match="grace"):
+                await worker.stop(timeout=7.0)
+        # Assert
+        assert worker.process is not None and worker.process.returncode == 0
+        assert "stop accepted" in log_path.read_text()
+        assert "grace=7.0" in log_path.read_text()
+
+    async def test_stop_with_grace_does_not_warn(self) -> None:
+        """Given a started worker, when stop is called with grace, then no warning is
+        emitted and the process exits 0."""
+        # Arrange
+        worker = LocalWorker()
+        await worker.start()
+        # Act
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            await worker.stop(grace=1.0)
+        # Assert
+        assert worker.process is not None and worker.process.returncode == 0
+
+    async def test_stop_rejects_grace_and_timeout_together(self) -> None:
+        """Given a worker, when stop gets both grace and timeout, then TypeError."""
+        # Arrange
+        worker = LocalWorker()
+        # Act / Assert
+        with pytest.raises(TypeError, match="deprecated alias"):
+            await worker.stop(1.0, timeout=2.0)
+
+
+class TestLocalWorker:
+    async def test_stop_rpc_error_propagates_and_channel_released(self) -> None:
+        """Given a started worker whose stop RPC raises (the process was killed),
+        when stop is awaited, then the error propagates and the pooled channel is
+        still released."""
+        # Arrange
+        worker = LocalWorker()
+        address = await worker.start()
+        await worker.kill()
+        # Act
+        with pytest.raises(TransientRpcError):
+            await worker.stop(grace=1.0)
+        # Assert
+        assert pool().users(ChannelKey(address)) == 0
+
+    async def test_start_serves_on_printed_address(self) -> None:
+        """Given a LocalWorker, when started, then the printed address answers idle."""
+        # Arrange
+        worker = LocalWorker()
+        # Act
+        address = await worker.start()
+        async with WorkerConnection(address) as connection:
+            idle = await connection.idle_time()
+        await worker.stop(grace=1.0)
+        # Assert
+        assert idle > 0.0
