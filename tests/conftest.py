@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before grpc loads: no C-core chatter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +13,7 @@ import pytest
 from support.scripted import ScriptedWorker
 from support.tls import TlsMaterial, make_tls_material
 
-from wool_idle.logs import quiet_grpc
 from wool_idle.worker import ClientTls, ServerTls, WorkerServer, WorkerService
-
-quiet_grpc()
 
 IDENTITIES = ("exporter", "autoscaler", "stranger")
 

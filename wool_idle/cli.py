@@ -10,11 +10,13 @@ from wool_idle import logs, options
 
 def build_parser() -> options.Parser:
     """The top-level parser with every subcommand registered."""
+    from wool_idle.exporter import cli as exporter_cli
     from wool_idle.worker import cli as worker_cli
 
     parser = options.Parser(prog="wool-idle", description="See and retire idle wool workers.")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=options.Parser)
     worker_cli.register(subparsers)
+    exporter_cli.register(subparsers)
     return parser
 
 

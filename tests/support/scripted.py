@@ -24,6 +24,7 @@ class ScriptedWorker:
     code: grpc.StatusCode | None = None
     with_idle: bool = True
     hang: bool = False
+    delay: float = 0.0
     idle_calls: int = 0
     deadlines: list[float | None] = field(default_factory=list)
     stop_requests: list[StopRequest] = field(default_factory=list)
@@ -35,6 +36,7 @@ class ScriptedWorker:
         self.deadlines.append(context.time_remaining())
         if self.hang:
             await asyncio.Event().wait()
+        await asyncio.sleep(self.delay)
         if self.code is not None:
             await context.abort(self.code, f"scripted {self.code.name}")
         return IdleTime(seconds=self.seconds)

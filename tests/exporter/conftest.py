@@ -1,0 +1,33 @@
+"""Fixtures for the exporter: an app over real targets, served over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.targets import Target, TargetSet
+
+
+@pytest.fixture
+def exporter(aiohttp_client) -> Callable[..., Awaitable[object]]:
+    """Serve an exporter app over the given targets; returns an HTTP client for it."""
+
+    async def serve(
+        addresses: list[str] | None = None,
+        *,
+        path: str | None = None,
+        timeout: float = 5.0,
+        concurrency: int = 64,
+    ) -> object:
+        targets = TargetSet(static=tuple(Target(a) for a in addresses or []), path=path)
+        targets.reload(force=True)
+        prober = Prober(tls=None, timeout=timeout, concurrency=concurrency)
+        app = create_app(targets, prober, process_registry(), ExporterSettings(timeout=timeout))
+        client = await aiohttp_client(app)
+        client.targets, client.prober = targets, prober
+        return client
+
+    return serve

@@ -1,0 +1,140 @@
+"""``wool-idle exporter`` as a real process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from support.metrics import by_worker, samples
+from support.processes import run_cli, spawn_cli
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()
+
+
+def wait_for(predicate, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def worker_address():
+    process = spawn_cli(["worker"])
+    address = process.stdout.readline().strip()
+    yield address
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def start_exporter():
+    processes = []
+
+    def start(*args: str, **kwargs) -> str:
+        process = spawn_cli(["exporter", "--listen", "127.0.0.1:0", *args], **kwargs)
+        processes.append(process)
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://"), process.stderr.read()
+        return url
+
+    start.processes = processes
+    yield start
+    for process in processes:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+
+
+class TestExporterCli:
+    def test_targets_file_edit_and_broken_edit(
+        self, start_exporter, worker_address, tmp_path: Path
+    ) -> None:
+        """Given an exporter on a targets file, when the file is edited while it runs,
+        then the next scrapes show the new targets with their labels; when a broken
+        edit follows, the previous set stays and the reload metric flips to 0."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        path.write_text(json.dumps([{"targets": ["127.0.0.1:1"]}]))
+        url = start_exporter("--targets-file", str(path), "--targets-refresh", "0.2s")
+        before = by_worker(scrape(url), "wool_worker_up")
+        # Act
+        path.write_text(json.dumps([{"targets": [worker_address], "labels": {"pool": "a"}}]))
+        wait_for(lambda: worker_address in by_worker(scrape(url), "wool_worker_idle_seconds"))
+        edited = scrape(url)
+        path.write_text("[{not json")
+        wait_for(
+            lambda: samples(scrape(url))[("wool_exporter_targets_reload_success", frozenset())] == 0
+        )
+        broken = scrape(url)
+        # Assert
+        assert before == {"127.0.0.1:1": 0}
+        labels = frozenset({("worker", worker_address), ("pool", "a")})
+        assert ("wool_worker_idle_seconds", labels) in samples(edited)
+        assert set(by_worker(broken, "wool_worker_up")) == {worker_address}
+
+    def test_sighup_reloads_targets_file(
+        self, start_exporter, worker_address, tmp_path: Path
+    ) -> None:
+        """Given an exporter that checks its file only hourly, when the file changes and
+        the exporter gets SIGHUP, then the next scrape has the new target."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("[]\n")
+        url = start_exporter("--targets-file", str(path), "--targets-refresh", "1h")
+        path.write_text(f"- targets: ['{worker_address}']\n")
+        unchanged = by_worker(scrape(url), "wool_worker_up")
+        # Act
+        start_exporter.processes[-1].send_signal(signal.SIGHUP)
+        wait_for(lambda: worker_address in by_worker(scrape(url), "wool_worker_up"))
+        # Assert
+        assert unchanged == {}
+
+    def test_environment_sets_targets(self, start_exporter, worker_address) -> None:
+        """Given WOOL_IDLE_TARGET in the environment, when the exporter starts without
+        --target, then it scrapes those workers."""
+        # Arrange
+        import os
+
+        env = {**os.environ, "WOOL_IDLE_TARGET": f"{worker_address},127.0.0.1:1"}
+        # Act
+        url = start_exporter(env=env)
+        # Assert
+        assert set(by_worker(scrape(url), "wool_worker_up")) == {worker_address, "127.0.0.1:1"}
+
+
+BAD_FLAGS = [
+    (["--listen", "nowhere"], "--listen"),
+    (["--target", "host"], "--target"),
+    (["--target", "host:0"], "--target"),
+    (["--timeout", "0"], "--timeout"),
+    (["--timeout", "fast"], "--timeout"),
+    (["--timeout-offset", "-1"], "--timeout-offset"),
+    (["--targets-refresh", "0s"], "--targets-refresh"),
+    (["--concurrency", "0"], "--concurrency"),
+    (["--concurrency", "lots"], "--concurrency"),
+    (["--tls-ca", "/nonexistent"], "--tls-ca"),
+    (["--tls-cert", "/etc/hostname"], "--tls-cert"),
+    (["--log-format", "xml"], "--log-format"),
+]
+
+
+class TestExporterCliBadInput:
+    @pytest.mark.parametrize(
+        ("args", "flag"), BAD_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, list) else v
+    )
+    def test_bad_flag_exits_2_naming_it(self, args: list[str], flag: str) -> None:
+        """Given a bad flag value, when the exporter starts, then it exits 2 with one
+        line naming the flag."""
+        # Act
+        result = run_cli(["exporter", *args], timeout=20)
+        # Assert
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert flag in result.stderr

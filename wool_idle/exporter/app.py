@@ -1,0 +1,153 @@
+"""The exporter's HTTP endpoints (aiohttp).
+
+``/metrics`` fans out over every target; ``/probe?target=`` asks one worker
+(blackbox_exporter's multi-target pattern); ``/`` is a landing page;
+``/-/healthy`` and ``/-/ready`` are for orchestrators.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
+from wool_idle.exporter.probe import ADHOC_TTL, Prober, ProbeResult
+from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.worker.address import parse_address
+
+SCRAPE_TIMEOUT_HEADER: Final = "X-Prometheus-Scrape-Timeout-Seconds"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExporterSettings:
+    """How the endpoints budget their fan-out."""
+
+    timeout: float = 5.0
+    """Upper bound of one worker's idle RPC, and of a scrape without the header."""
+    timeout_offset: float = 0.5
+    """Subtracted from Prometheus's scrape timeout so the response arrives in time."""
+
+
+class _Chained(Collector):
+    """Collects from several collectors in order (one rendering, fresh families)."""
+
+    def __init__(self, *collectors: Collector) -> None:
+        self.collectors = collectors
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in self.collectors:
+            yield from collector.collect()
+
+
+def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
+    """Seconds this scrape may spend: ``timeout``, or less if Prometheus says so."""
+    header = request.headers.get(SCRAPE_TIMEOUT_HEADER)
+    try:
+        announced = float(header) if header is not None else math.inf
+    except ValueError:
+        announced = math.inf
+    if not math.isfinite(announced) or announced <= 0:
+        return settings.timeout
+    return max(0.001, min(settings.timeout, announced - settings.timeout_offset))
+
+
+def render(request: web.Request, collector: Collector) -> web.Response:
+    """Render ``collector`` in the format the scraper accepts, compressed if it asks."""
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    response = web.Response(body=encoder(collector))  # type: ignore[arg-type]
+    response.headers["Content-Type"] = content_type
+    response.enable_compression()
+    return response
+
+
+def process_registry() -> CollectorRegistry:
+    """A new registry holding this process's process and platform collectors."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
+
+
+def create_app(
+    targets: TargetSet, prober: Prober, registry: CollectorRegistry, settings: ExporterSettings
+) -> web.Application:
+    """The exporter application; ``registry`` holds the process-wide collectors
+    (process, platform) and gets the exporter's own collector added."""
+    registry.register(ExporterCollector(prober, targets))
+    app = web.Application()
+
+    async def metrics(request: web.Request) -> web.Response:
+        results = await prober.fan_out(targets.all(), scrape_budget(request, settings))
+        return render(request, _Chained(ProbeCollector(results), registry))
+
+    async def probe(request: web.Request) -> web.Response:
+        raw = request.query.get("target")
+        if not raw:
+            raise web.HTTPBadRequest(text="missing 'target' parameter (host:port or unix:/path)\n")
+        try:
+            address = parse_address(raw)
+        except ValueError as error:
+            raise web.HTTPBadRequest(text=f"{error}\n") from None
+        known = {t.address: t for t in targets.all()}
+        target = known.get(address, Target(address))
+        await prober.sync(targets.all(), keep_for=ADHOC_TTL)
+        budget = scrape_budget(request, settings)
+        result = await prober.probe(target, time.monotonic() + budget)
+        return render(request, ProbeCollector([result]))
+
+    async def landing(request: web.Request) -> web.Response:
+        return web.Response(text=landing_page(targets.all(), prober.last), content_type="text/html")
+
+    async def healthy(request: web.Request) -> web.Response:
+        return web.Response(text="OK\n")
+
+    async def ready(request: web.Request) -> web.Response:
+        if not targets.loaded:
+            raise web.HTTPServiceUnavailable(text="targets file not loaded yet\n")
+        return web.Response(text="OK\n")
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/probe", probe)
+    app.router.add_get("/", landing)
+    app.router.add_get("/-/healthy", healthy)
+    app.router.add_get("/-/ready", ready)
+    return app
+
+
+def landing_page(targets: list[Target], last: dict[str, ProbeResult]) -> str:
+    """A small HTML page: links, and each target with its last known state."""
+    rows = []
+    for target in targets:
+        result = last.get(target.address)
+        state = _state(result)
+        link = html.escape(f"/probe?target={target.address}", quote=True)
+        rows.append(
+            f'<tr><td><a href="{link}">{html.escape(target.address)}</a></td>'
+            f"<td>{html.escape(state)}</td></tr>"
+        )
+    return (
+        "<!doctype html><html><head><title>wool-idle exporter</title></head><body>"
+        "<h1>wool-idle exporter</h1>"
+        '<p><a href="/metrics">/metrics</a> (all workers) · '
+        '<a href="/-/healthy">/-/healthy</a> · <a href="/-/ready">/-/ready</a></p>'
+        f"<table><tr><th>worker</th><th>last state</th></tr>{''.join(rows)}</table>"
+        "</body></html>"
+    )
+
+
+def _state(result: ProbeResult | None) -> str:
+    if result is None:
+        return "not scraped yet"
+    if result.idle is not None:
+        return "busy" if result.idle == 0 else f"idle {result.idle:.1f}s"
+    return f"no idle value ({result.error.value if result.error else 'unknown'})"

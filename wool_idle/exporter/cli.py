@@ -1,0 +1,138 @@
+"""``wool-idle exporter``: serve ``wool_worker_idle_seconds`` for a fleet."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any, Final
+
+from aiohttp import web
+
+from wool_idle import logs, options
+from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.targets import Target, TargetSet
+
+log = logging.getLogger("wool_idle.exporter")
+
+DEFAULT_PORT: Final = 9478
+"""Clashes with none of Prometheus 9090, Alertmanager 9093, node_exporter 9100,
+blackbox_exporter 9115, OpenTelemetry 9464."""
+DEFAULT_LISTEN: Final = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def register(subparsers: Any) -> None:
+    """Add ``exporter`` to the top-level parser."""
+    parser = subparsers.add_parser(
+        "exporter", help="serve worker idle time to Prometheus", description=__doc__
+    )
+    options.add(
+        parser,
+        "--listen",
+        type=options.listen_address,
+        default=DEFAULT_LISTEN,
+        help=f"HTTP host:port (default {DEFAULT_LISTEN})",
+    )
+    options.add(
+        parser,
+        "--target",
+        action="append",
+        type=options.address,
+        default=[],
+        help="a worker to scrape, host:port or unix:/path (repeatable)",
+    )
+    options.add(parser, "--targets-file", help="Prometheus file_sd JSON/YAML of workers")
+    options.add(
+        parser,
+        "--targets-refresh",
+        type=options.positive_duration,
+        default=5.0,
+        help="how often the targets file is checked for changes (also on SIGHUP)",
+    )
+    options.add(
+        parser,
+        "--timeout",
+        type=options.positive_duration,
+        default=5.0,
+        help="deadline of one worker's idle RPC and of a whole scrape",
+    )
+    options.add(
+        parser,
+        "--timeout-offset",
+        type=options.duration,
+        default=0.5,
+        help="subtracted from Prometheus's X-Prometheus-Scrape-Timeout-Seconds",
+    )
+    options.add(
+        parser,
+        "--concurrency",
+        type=options.count(1),
+        default=256,
+        help="idle RPCs in flight at once",
+    )
+    options.add_client_tls(parser)
+    options.add_logging(parser)
+    parser.set_defaults(func=run, parser=parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the exporter until SIGTERM or SIGINT."""
+    tls = options.client_tls(args.parser, args)
+    logs.configure(args.log_format, args.log_level)
+    targets = TargetSet(static=tuple(Target(a) for a in args.target), path=args.targets_file)
+    targets.reload(force=True)
+    return asyncio.run(_serve(args, targets, tls))
+
+
+async def _serve(args: argparse.Namespace, targets: TargetSet, tls: Any) -> int:
+    prober = Prober(tls=tls, timeout=args.timeout, concurrency=args.concurrency)
+    registry = process_registry()
+    settings = ExporterSettings(timeout=args.timeout, timeout_offset=args.timeout_offset)
+    runner = web.AppRunner(create_app(targets, prober, registry, settings), access_log=None)
+    await runner.setup()
+    host, _, port = args.listen.rpartition(":")
+    site = web.TCPSite(runner, host.strip("[]"), int(port))
+    try:
+        await site.start()
+    except OSError as error:
+        log.error("cannot listen on %s: %s", args.listen, error)
+        await runner.cleanup()
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, lambda: targets.reload(force=True))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    refresher = asyncio.ensure_future(_refresh(targets, args.targets_refresh))
+    log.info(
+        "exporter listening on http://%s/metrics with %d targets",
+        _bound(site, args.listen),
+        len(targets.all()),
+    )
+    print(f"http://{_bound(site, args.listen)}/metrics", flush=True)
+    await stop.wait()
+    refresher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await refresher
+    await runner.cleanup()
+    await prober.close()
+    return 0
+
+
+def _bound(site: web.TCPSite, requested: str) -> str:
+    """The address actually bound (resolves port 0)."""
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    if not sockets:
+        return requested
+    host, port = sockets[0].getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def _refresh(targets: TargetSet, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        targets.reload()

@@ -1,0 +1,106 @@
+"""Metric families built fresh from one fan-out's results (custom collectors).
+
+Series (label ``worker`` is the target address as configured, plus any
+labels from the targets file):
+
+- ``wool_worker_idle_seconds`` only for a worker that answered a valid value;
+- ``wool_worker_up``, ``wool_worker_idle_supported``,
+  ``wool_worker_probe_duration_seconds`` for every target;
+- the exporter's own: ``wool_exporter_probe_errors_total{reason}``,
+  ``wool_exporter_targets``, ``wool_exporter_scrape_duration_seconds``,
+  ``wool_exporter_targets_reload_success``,
+  ``wool_exporter_targets_reload_timestamp_seconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from wool_idle.exporter.probe import ErrorReason, Prober, ProbeResult
+from wool_idle.exporter.targets import TargetSet
+
+
+def _gauge(
+    name: str, documentation: str, samples: Iterable[tuple[dict[str, str], float]]
+) -> Metric:
+    """A gauge whose samples may carry different label sets (file labels vary by target)."""
+    family = Metric(name, documentation, "gauge")
+    family.samples = [Sample(name, labels, value) for labels, value in samples]
+    return family
+
+
+def worker_families(results: Sequence[ProbeResult]) -> list[Metric]:
+    """The per-worker families for ``results``."""
+    labelled = [(result.target.label_dict(), result) for result in results]
+    return [
+        _gauge(
+            "wool_worker_idle_seconds",
+            "Seconds the worker has been continuously idle, as it reports; absent when unknown.",
+            ((labels, r.idle) for labels, r in labelled if r.idle is not None),
+        ),
+        _gauge(
+            "wool_worker_up",
+            "1 if the worker answered the idle RPC (even UNIMPLEMENTED), else 0.",
+            ((labels, float(r.up)) for labels, r in labelled),
+        ),
+        _gauge(
+            "wool_worker_idle_supported",
+            "0 if the worker predates the idle RPC (answered UNIMPLEMENTED), else 1 when up.",
+            ((labels, float(r.supported)) for labels, r in labelled),
+        ),
+        _gauge(
+            "wool_worker_probe_duration_seconds",
+            "How long the worker's idle RPC took on this scrape.",
+            ((labels, r.duration) for labels, r in labelled),
+        ),
+    ]
+
+
+class ProbeCollector(Collector):
+    """Collects the per-worker families of one fan-out's results."""
+
+    def __init__(self, results: Sequence[ProbeResult]) -> None:
+        self.results = results
+
+    def collect(self) -> Iterator[Metric]:
+        yield from worker_families(self.results)
+
+
+class ExporterCollector(Collector):
+    """The exporter's own metrics, read from the prober and the target set."""
+
+    def __init__(self, prober: Prober, targets: TargetSet) -> None:
+        self.prober = prober
+        self.targets = targets
+
+    def collect(self) -> Iterator[Metric]:
+        errors = CounterMetricFamily(
+            "wool_exporter_probe_errors",
+            "Probes that produced no idle value, by reason.",
+            labels=["reason"],
+        )
+        for reason in ErrorReason:
+            errors.add_metric([reason.value], self.prober.errors[reason])
+        yield errors
+        yield GaugeMetricFamily(
+            "wool_exporter_targets", "Workers configured.", value=len(self.targets.all())
+        )
+        yield GaugeMetricFamily(
+            "wool_exporter_scrape_duration_seconds",
+            "How long the last fan-out over all workers took.",
+            value=self.prober.last_duration,
+        )
+        yield GaugeMetricFamily(
+            "wool_exporter_targets_reload_success",
+            "1 if the last read of the targets file succeeded, else 0.",
+            value=float(self.targets.reload_success),
+        )
+        yield GaugeMetricFamily(
+            "wool_exporter_targets_reload_timestamp_seconds",
+            "Unix time of the last successful read of the targets file.",
+            value=self.targets.reload_timestamp,
+        )

@@ -1,0 +1,168 @@
+"""Asking workers for their idle time: one probe, and a coalesced fan-out.
+
+A probe classifies the answer. Only a finite number >= 0 is an idle value;
+anything else leaves ``idle`` as None with a reason, so the exporter never
+renders a 0 (reads as busy) or a stale value (reads as idle) for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+import grpc
+
+from wool_idle.exceptions import IdleUnavailable, RpcError
+from wool_idle.exporter.targets import Target
+from wool_idle.worker import ClientTls, WorkerConnection
+
+ADHOC_TTL: Final = 300.0
+"""Seconds a connection opened by ``/probe`` for an unconfigured target is kept unused."""
+
+CHANNEL_OPTIONS: Final = (
+    # Pick up a worker restarted on the same address within about a second.
+    # (grpc.min_reconnect_backoff_ms is left alone: it is also the connect timeout.)
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
+class ErrorReason(str, Enum):
+    """Why a probe produced no idle value (the ``reason`` label)."""
+
+    UNAVAILABLE = "unavailable"
+    DEADLINE = "deadline"
+    UNIMPLEMENTED = "unimplemented"
+    INVALID_VALUE = "invalid_value"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One worker's answer on one scrape."""
+
+    target: Target
+    up: bool
+    supported: bool
+    idle: float | None
+    duration: float
+    error: ErrorReason | None = None
+
+
+class Prober:
+    """Probes targets over persistent pooled connections, with bounded concurrency.
+
+    ``sync`` opens connections for new targets and closes those of removed
+    ones. ``fan_out`` probes every target; concurrent calls share the fan-out
+    already in flight (so HA Prometheus pairs do not double the load).
+    """
+
+    def __init__(self, *, tls: ClientTls | None, timeout: float, concurrency: int) -> None:
+        self.tls = tls
+        self.timeout = timeout
+        self.errors: Counter[ErrorReason] = Counter({reason: 0 for reason in ErrorReason})
+        self.last: dict[str, ProbeResult] = {}
+        self.last_duration = 0.0
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._connections: dict[str, WorkerConnection] = {}
+        self._last_used: dict[str, float] = {}
+        self._in_flight: asyncio.Future[list[ProbeResult]] | None = None
+
+    def connection(self, address: str) -> WorkerConnection:
+        """The persistent connection to ``address``, opened on first use."""
+        found = self._connections.get(address)
+        if found is None:
+            found = WorkerConnection(address, tls=self.tls, options=CHANNEL_OPTIONS)
+            self._connections[address] = found
+        self._last_used[address] = time.monotonic()
+        return found
+
+    async def sync(self, targets: Sequence[Target], *, keep_for: float = 0.0) -> None:
+        """Close the connections of addresses not in ``targets`` and unused for ``keep_for`` s."""
+        wanted = {target.address for target in targets}
+        cutoff = time.monotonic() - keep_for
+        stale = [a for a in self._connections if a not in wanted and self._last_used[a] <= cutoff]
+        for address in stale:
+            del self._last_used[address]
+            self.last.pop(address, None)
+            await self._connections.pop(address).close()
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self.sync(())
+
+    async def fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
+        """Probe ``targets`` within ``budget`` seconds, sharing a fan-out in flight."""
+        if self._in_flight is None:
+            self._in_flight = asyncio.ensure_future(self._fan_out(targets, budget))
+            self._in_flight.add_done_callback(self._clear_in_flight)
+        return await asyncio.shield(self._in_flight)
+
+    def _clear_in_flight(self, _: asyncio.Future[list[ProbeResult]]) -> None:
+        self._in_flight = None
+
+    async def _fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
+        started = time.monotonic()
+        await self.sync(targets)
+        deadline = started + budget
+        results = await asyncio.gather(*(self._bounded(t, deadline) for t in targets))
+        self.last_duration = time.monotonic() - started
+        return results
+
+    async def _bounded(self, target: Target, deadline: float) -> ProbeResult:
+        async with self._semaphore:
+            return await self.probe(target, deadline)
+
+    async def probe(self, target: Target, deadline: float) -> ProbeResult:
+        """Ask one target for its idle time, giving up at ``deadline`` (monotonic)."""
+        started = time.monotonic()
+        timeout = min(self.timeout, deadline - started)
+        if timeout <= 0:
+            return self._record(target, started, error=ErrorReason.DEADLINE)
+        try:
+            seconds = await self.connection(target.address).idle_time(timeout=timeout)
+        except IdleUnavailable:
+            return self._record(target, started, up=True, error=ErrorReason.UNIMPLEMENTED)
+        except RpcError as error:
+            reason = _reason(error.code)
+            # A status other than unreachable/deadline came from the worker: it is up.
+            return self._record(target, started, up=reason is ErrorReason.OTHER, error=reason)
+        if not math.isfinite(seconds) or seconds < 0:
+            return self._record(target, started, up=True, error=ErrorReason.INVALID_VALUE)
+        return self._record(target, started, up=True, idle=seconds)
+
+    def _record(
+        self,
+        target: Target,
+        started: float,
+        *,
+        up: bool = False,
+        idle: float | None = None,
+        error: ErrorReason | None = None,
+    ) -> ProbeResult:
+        if error is not None:
+            self.errors[error] += 1
+        result = ProbeResult(
+            target=target,
+            up=up,
+            supported=up and error is not ErrorReason.UNIMPLEMENTED,
+            idle=idle,
+            duration=time.monotonic() - started,
+            error=error,
+        )
+        self.last[target.address] = result
+        return result
+
+
+def _reason(code: grpc.StatusCode) -> ErrorReason:
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ErrorReason.DEADLINE
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return ErrorReason.UNAVAILABLE
+    return ErrorReason.OTHER
