@@ -64,7 +64,7 @@ def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
 def render(request: web.Request, collector: Collector) -> web.Response:
     """Render ``collector`` in the format the scraper accepts, compressed if it asks."""
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    response = web.Response(body=encoder(collector))  # type: ignore[arg-type]
+    response = web.Response(body=encoder(collector))
     response.headers["Content-Type"] = content_type
     response.enable_compression()
     return response

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Final
 
 import grpc
@@ -33,7 +33,7 @@ CHANNEL_OPTIONS: Final = (
 )
 
 
-class ErrorReason(str, Enum):
+class ErrorReason(StrEnum):
     """Why a probe produced no idle value (the ``reason`` label)."""
 
     UNAVAILABLE = "unavailable"
