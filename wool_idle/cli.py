@@ -10,6 +10,7 @@ from wool_idle import logs, options
 
 def build_parser() -> options.Parser:
     """The top-level parser with every subcommand registered."""
+    from wool_idle.autoscaler import cli as autoscaler_cli
     from wool_idle.exporter import cli as exporter_cli
     from wool_idle.worker import cli as worker_cli
 
@@ -17,6 +18,7 @@ def build_parser() -> options.Parser:
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=options.Parser)
     worker_cli.register(subparsers)
     exporter_cli.register(subparsers)
+    autoscaler_cli.register(subparsers)
     return parser
 
 

@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, TypeVar
 
@@ -57,7 +58,7 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def _argument_type(convert: Callable[[str], T], name: str) -> Callable[[str], T]:
+def argument_type(convert: Callable[[str], T], name: str) -> Callable[[str], T]:
     """Wrap ``convert`` so that its ``ValueError`` becomes argparse's one-line error."""
 
     def checked(text: str) -> T:
@@ -94,19 +95,34 @@ def _count(minimum: int) -> Callable[[str], int]:
     return count
 
 
-duration = _argument_type(parse_duration, "duration")
+duration = argument_type(parse_duration, "duration")
 """A duration >= 0."""
-positive_duration = _argument_type(_positive, "duration")
+positive_duration = argument_type(_positive, "duration")
 """A duration > 0."""
-grace_duration = _argument_type(_grace, "grace")
+grace_duration = argument_type(_grace, "grace")
 """A duration >= 0, or ``forever`` (-1: drain without limit)."""
-address = _argument_type(parse_address, "address")
-listen_address = _argument_type(lambda text: parse_address(text, listen=True), "address")
+address = argument_type(parse_address, "address")
+listen_address = argument_type(lambda text: parse_address(text, listen=True), "address")
+
+
+def _url(text: str) -> str:
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"invalid URL {text!r}: expected http(s)://host[:port]/path")
+    try:
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        raise ValueError(f"invalid URL {text!r}: bad port") from None
+    return text
+
+
+url = argument_type(_url, "url")
+"""An http(s) URL with a host."""
 
 
 def count(minimum: int) -> Callable[[str], int]:
     """A whole number >= ``minimum``."""
-    return _argument_type(_count(minimum), "count")
+    return argument_type(_count(minimum), "count")
 
 
 def env_name(flag: str) -> str:

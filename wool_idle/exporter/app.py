@@ -17,12 +17,12 @@ from typing import Final
 from aiohttp import web
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import Metric
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import ADHOC_TTL, Prober, ProbeResult
 from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.http import render_metrics
 from wool_idle.worker.address import parse_address
 
 SCRAPE_TIMEOUT_HEADER: Final = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -61,15 +61,6 @@ def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
     return max(0.001, min(settings.timeout, announced - settings.timeout_offset))
 
 
-def render(request: web.Request, collector: Collector) -> web.Response:
-    """Render ``collector`` in the format the scraper accepts, compressed if it asks."""
-    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    response = web.Response(body=encoder(collector))
-    response.headers["Content-Type"] = content_type
-    response.enable_compression()
-    return response
-
-
 def process_registry() -> CollectorRegistry:
     """A new registry holding this process's process and platform collectors."""
     registry = CollectorRegistry(auto_describe=False)
@@ -88,7 +79,7 @@ def create_app(
 
     async def metrics(request: web.Request) -> web.Response:
         results = await prober.fan_out(targets.all(), scrape_budget(request, settings))
-        return render(request, _Chained(ProbeCollector(results), registry))
+        return render_metrics(request, _Chained(ProbeCollector(results), registry))
 
     async def probe(request: web.Request) -> web.Response:
         raw = request.query.get("target")
@@ -103,7 +94,7 @@ def create_app(
         await prober.sync(targets.all(), keep_for=ADHOC_TTL)
         budget = scrape_budget(request, settings)
         result = await prober.probe(target, time.monotonic() + budget)
-        return render(request, ProbeCollector([result]))
+        return render_metrics(request, ProbeCollector([result]))
 
     async def landing(request: web.Request) -> web.Response:
         return web.Response(text=landing_page(targets.all(), prober.last), content_type="text/html")

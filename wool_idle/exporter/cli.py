@@ -9,19 +9,15 @@ import logging
 import signal
 from typing import Any, Final
 
-from aiohttp import web
-
 from wool_idle import logs, options
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.http import EXPORTER_PORT, start_site
 
 log = logging.getLogger("wool_idle.exporter")
 
-DEFAULT_PORT: Final = 9478
-"""Clashes with none of Prometheus 9090, Alertmanager 9093, node_exporter 9100,
-blackbox_exporter 9115, OpenTelemetry 9464."""
-DEFAULT_LISTEN: Final = f"127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_LISTEN: Final = f"127.0.0.1:{EXPORTER_PORT}"
 
 
 def register(subparsers: Any) -> None:
@@ -89,17 +85,12 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, targets: TargetSet, tls: Any) -> int:
     prober = Prober(tls=tls, timeout=args.timeout, concurrency=args.concurrency)
-    registry = process_registry()
     settings = ExporterSettings(timeout=args.timeout, timeout_offset=args.timeout_offset)
-    runner = web.AppRunner(create_app(targets, prober, registry, settings), access_log=None)
-    await runner.setup()
-    host, _, port = args.listen.rpartition(":")
-    site = web.TCPSite(runner, host.strip("[]"), int(port))
+    app = create_app(targets, prober, process_registry(), settings)
     try:
-        await site.start()
+        runner, bound = await start_site(app, args.listen)
     except OSError as error:
         log.error("cannot listen on %s: %s", args.listen, error)
-        await runner.cleanup()
         return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -107,12 +98,8 @@ async def _serve(args: argparse.Namespace, targets: TargetSet, tls: Any) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     refresher = asyncio.ensure_future(_refresh(targets, args.targets_refresh))
-    log.info(
-        "exporter listening on http://%s/metrics with %d targets",
-        _bound(site, args.listen),
-        len(targets.all()),
-    )
-    print(f"http://{_bound(site, args.listen)}/metrics", flush=True)
+    log.info("exporter listening on http://%s/metrics with %d targets", bound, len(targets.all()))
+    print(f"http://{bound}/metrics", flush=True)
     await stop.wait()
     refresher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -120,16 +107,6 @@ async def _serve(args: argparse.Namespace, targets: TargetSet, tls: Any) -> int:
     await runner.cleanup()
     await prober.close()
     return 0
-
-
-def _bound(site: web.TCPSite, requested: str) -> str:
-    """The address actually bound (resolves port 0)."""
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    if not sockets:
-        return requested
-    host, port = sockets[0].getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _refresh(targets: TargetSet, interval: float) -> None:

@@ -1,0 +1,232 @@
+"""The pure retirement policy: examples and properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wool_idle.autoscaler.policy import (
+    PolicySettings,
+    PolicyState,
+    Reading,
+    Verdict,
+    after_stop,
+    plan,
+)
+
+RULE = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=10, cooldown=100.0)
+
+
+def verdicts(readings, state=PolicyState(), rule=RULE, now=0.0):
+    return {d.worker: d.verdict for d in plan(readings, state, rule, now).decisions}
+
+
+class TestPlan:
+    @pytest.mark.parametrize(
+        ("reading", "expected"),
+        [
+            (Reading("w", 60.0), Verdict.STOP),
+            (Reading("w", 59.999), Verdict.BUSY),
+            (Reading("w", 0.0), Verdict.BUSY),
+            (Reading("w", None), Verdict.INVALID_VALUE),
+            (Reading("w", math.nan), Verdict.INVALID_VALUE),
+            (Reading("w", math.inf), Verdict.INVALID_VALUE),
+            (Reading("w", -1.0), Verdict.INVALID_VALUE),
+            (Reading("w", 100.0, up=False), Verdict.DOWN),
+            (Reading("w", 100.0, supported=False), Verdict.UNSUPPORTED),
+            (Reading("w", 100.0, age=61.0), Verdict.STALE),
+            (Reading("w", 100.0, age=-1.0), Verdict.STALE),
+            (Reading("w", 100.0, age=math.inf), Verdict.STALE),
+            (Reading("w", 100.0, alerting=False), Verdict.NOT_ALERTING),
+        ],
+    )
+    def test_plan_single_reading(self, reading: Reading, expected: Verdict) -> None:
+        """Given one reading, when planned, then its verdict follows the rule."""
+        # Act / Assert
+        assert verdicts([reading]) == {"w": expected}
+
+    def test_plan_min_workers_floor(self) -> None:
+        """Given four idle workers and a floor of 2, when planned, then the two
+        longest idle are stopped and the others held by min_workers."""
+        # Arrange
+        rule = PolicySettings(max_idle=10.0, min_workers=2)
+        readings = [Reading(f"w{i}", 10.0 + i) for i in range(4)]
+        # Act
+        result = verdicts(readings, rule=rule)
+        # Assert
+        assert result == {"w3": Verdict.STOP, "w2": Verdict.STOP,
+                          "w1": Verdict.MIN_WORKERS, "w0": Verdict.MIN_WORKERS}
+
+    def test_plan_busy_workers_count_towards_floor(self) -> None:
+        """Given one busy and two idle workers with a floor of 1, when planned, then
+        both idle workers may go (the busy one keeps the floor)."""
+        # Arrange
+        rule = PolicySettings(max_idle=10.0, min_workers=1)
+        readings = [Reading("busy", 0.0), Reading("a", 20.0), Reading("b", 30.0)]
+        # Act / Assert
+        assert verdicts(readings, rule=rule) == {
+            "b": Verdict.STOP, "a": Verdict.STOP, "busy": Verdict.BUSY
+        }
+
+    def test_plan_rate_limit(self) -> None:
+        """Given five idle workers and at most two stops per cycle, when planned, then
+        the two longest idle are stopped and three rate-limited."""
+        # Arrange
+        rule = PolicySettings(max_idle=1.0, min_workers=0, max_stops_per_cycle=2)
+        readings = [Reading(f"w{i}", float(i + 1)) for i in range(5)]
+        # Act
+        result = plan(readings, PolicyState(), rule, 0.0)
+        # Assert
+        assert [d.worker for d in result.stops] == ["w4", "w3"]
+        assert sum(d.verdict is Verdict.RATE_LIMIT for d in result.decisions) == 3
+        assert result.candidates == 5
+
+    def test_plan_wait_count_needs_consecutive_cycles(self) -> None:
+        """Given wait_count 3, when a worker is idle past the rule on two cycles, dips
+        below once, then idle again for three, then it is stopped only on the last."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=0, wait_count=3)
+        series = [10.0, 11.0, 1.0, 6.0, 7.0, 8.0]
+        state = PolicyState()
+        seen = []
+        # Act
+        for idle in series:
+            result = plan([Reading("w", idle)], state, rule, 0.0)
+            state = result.state
+            seen.append(result.decisions[0].verdict)
+        # Assert
+        assert seen == [Verdict.WAITING, Verdict.WAITING, Verdict.BUSY,
+                        Verdict.WAITING, Verdict.WAITING, Verdict.STOP]
+
+    def test_plan_retiring_not_stopped_twice_and_counts_against_floor(self) -> None:
+        """Given a worker stopped last cycle that the source still reports idle, when
+        planned, then it is RETIRING (not stopped again) and counts as gone for the
+        floor."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=1)
+        first = plan([Reading("a", 9.0), Reading("b", 6.0)], PolicyState(), rule, 0.0)
+        # Act
+        second = plan([Reading("a", 10.0), Reading("b", 7.0)], first.state, rule, 1.0)
+        # Assert
+        assert [d.verdict for d in first.decisions] == [Verdict.STOP, Verdict.MIN_WORKERS]
+        assert {d.worker: d.verdict for d in second.decisions} == {
+            "a": Verdict.RETIRING, "b": Verdict.MIN_WORKERS
+        }
+
+    def test_plan_retiring_forgotten_once_down(self) -> None:
+        """Given a retiring worker, when the source reports it down, then it leaves the
+        retiring set."""
+        # Arrange
+        first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
+        # Act
+        second = plan([Reading("a", None, up=False)], first.state, RULE, 1.0)
+        # Assert
+        assert first.state.retiring == {"a"}
+        assert second.state.retiring == frozenset()
+
+    def test_after_stop_failure_cools_down(self) -> None:
+        """Given a planned stop that was refused, when the state is updated, then the
+        worker cools down for `cooldown` seconds and is a candidate again after."""
+        # Arrange
+        first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
+        # Act
+        state = after_stop(first.state, "a", False, 10.0, RULE)
+        during = verdicts([Reading("a", 95.0)], state, now=50.0)
+        after = verdicts([Reading("a", 200.0)], state, now=111.0)
+        # Assert
+        assert (during, after) == ({"a": Verdict.COOLDOWN}, {"a": Verdict.STOP})
+
+    def test_plan_dry_run_never_stops(self) -> None:
+        """Given a dry run, when an idle worker is planned, then the verdict is DRY_RUN
+        and nothing is marked retiring."""
+        # Arrange
+        rule = PolicySettings(max_idle=1.0, min_workers=0, dry_run=True)
+        # Act
+        result = plan([Reading("a", 5.0)], PolicyState(), rule, 0.0)
+        # Assert
+        assert [d.verdict for d in result.decisions] == [Verdict.DRY_RUN]
+        assert result.state.retiring == frozenset()
+
+    @pytest.mark.parametrize(
+        "kwargs",
+        [{"max_idle": 0.0}, {"max_idle": -1.0}, {"max_idle": math.nan}, {"max_idle": math.inf},
+         {"max_idle": 1.0, "wait_count": 0}, {"max_idle": 1.0, "min_workers": -1}],
+    )
+    def test_settings_reject_invalid(self, kwargs) -> None:
+        """Given invalid settings, when constructed, then ValueError."""
+        with pytest.raises(ValueError):
+            PolicySettings(**kwargs)
+
+
+idle_values = st.one_of(
+    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1000)
+)
+readings_strategy = st.lists(
+    st.builds(
+        Reading,
+        worker=st.sampled_from([f"w{i}" for i in range(12)]),
+        idle=idle_values,
+        up=st.booleans(),
+        supported=st.booleans(),
+        age=st.one_of(st.floats(0, 120), st.floats(allow_nan=True, allow_infinity=True)),
+        alerting=st.booleans(),
+    ),
+    max_size=20,
+    unique_by=lambda r: r.worker,
+)
+settings_strategy = st.builds(
+    PolicySettings,
+    max_idle=st.floats(0.001, 500),
+    wait_count=st.integers(1, 4),
+    min_workers=st.integers(0, 8),
+    max_stops_per_cycle=st.integers(0, 6),
+    cooldown=st.floats(0, 500),
+    max_age=st.floats(0.001, 100),
+    dry_run=st.booleans(),
+)
+
+
+class TestPlanProperties:
+    @given(history=st.lists(readings_strategy, min_size=1, max_size=5), rule=settings_strategy,
+           failures=st.sets(st.sampled_from([f"w{i}" for i in range(12)])))
+    @settings(max_examples=300, deadline=None)
+    def test_plan_invariants(self, history, rule, failures) -> None:
+        """Given arbitrary readings over several cycles, settings and failed stops, when
+        planned cycle by cycle, then no plan takes the fleet below the floor, exceeds the
+        per-cycle limit, picks a worker under the threshold, down, unsupported, stale,
+        not alerting or with an invalid value, or stops anything in a dry run."""
+        state = PolicyState()
+        consecutive: dict[str, int] = {}
+        for cycle, readings in enumerate(history):
+            now = float(cycle * 10)
+            result = plan(readings, state, rule, now)
+            by_worker = {r.worker: r for r in readings}
+            consecutive = {
+                r.worker: consecutive.get(r.worker, 0) + 1
+                for r in readings
+                if r.up and r.supported and r.alerting and r.idle is not None
+                and math.isfinite(r.idle) and r.idle >= rule.max_idle and 0 <= r.age <= rule.max_age
+            }
+            stops = [d for d in result.decisions if d.verdict in (Verdict.STOP, Verdict.DRY_RUN)]
+            up = sum(r.up for r in readings)
+            retiring_up = len([w for w in state.retiring if w in by_worker and by_worker[w].up])
+            assert len(stops) <= rule.max_stops_per_cycle
+            assert up - retiring_up - len(stops) >= rule.min_workers or not stops
+            if rule.dry_run:
+                assert all(d.verdict is not Verdict.STOP for d in result.decisions)
+            for decision in stops:
+                reading = by_worker[decision.worker]
+                assert reading.up and reading.supported and reading.alerting
+                assert reading.idle is not None and math.isfinite(reading.idle)
+                assert reading.idle >= rule.max_idle
+                assert 0 <= reading.age <= rule.max_age
+                assert decision.worker not in state.retiring
+                assert consecutive[decision.worker] >= rule.wait_count
+            assert {d.worker for d in result.decisions} == set(by_worker)
+            state = result.state
+            for worker in failures & {d.worker for d in result.stops}:
+                state = after_stop(state, worker, False, now, rule)
+                consecutive.pop(worker, None)

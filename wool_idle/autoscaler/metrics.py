@@ -1,0 +1,46 @@
+"""The autoscaler's own metrics, on a registry passed in."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from wool_idle.autoscaler.outcomes import BlockReason, StopResult
+
+
+class AutoscalerMetrics:
+    """``wool_autoscaler_*`` series; every label value exists from the start (at 0)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.stops = Counter(
+            "wool_autoscaler_stops", "Stops attempted, by result.", ["result"], registry=registry
+        )
+        self.blocked = Counter(
+            "wool_autoscaler_blocked",
+            "Retirements the rules or the worker held back, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.candidates = Gauge(
+            "wool_autoscaler_candidates",
+            "Workers idle past the rule on the last cycle.",
+            registry=registry,
+        )
+        self.source_up = Gauge(
+            "wool_autoscaler_source_up",
+            "1 if the last read of the source succeeded, else 0.",
+            registry=registry,
+        )
+        self.cycle_duration = Gauge(
+            "wool_autoscaler_cycle_duration_seconds",
+            "How long the last cycle took.",
+            registry=registry,
+        )
+        self.last_cycle = Gauge(
+            "wool_autoscaler_last_cycle_timestamp_seconds",
+            "Unix time at which the last cycle ended.",
+            registry=registry,
+        )
+        for result in StopResult:
+            self.stops.labels(result.value)
+        for reason in BlockReason:
+            self.blocked.labels(reason.value)
