@@ -116,12 +116,7 @@ class Autoscaler:
         reason = BLOCKING_VERDICTS.get(decision.verdict)
         if reason is not None:
             self.metrics.blocked.labels(reason.value).inc()
-            log.info(
-                "worker=%s source_idle=%s action=hold reason=%s",
-                decision.worker,
-                _fmt(decision.idle),
-                reason.value,
-            )
+            _log_decision(decision.worker, decision.idle, None, "hold", reason.value)
             self.records.append(
                 Record(time.time(), decision.worker, decision.idle, decision.verdict)
             )
@@ -143,13 +138,7 @@ class Autoscaler:
             self.state = after_stop(
                 self.state, decision.worker, stopped, time.monotonic(), self.policy
             )
-        log.info(
-            "worker=%s source_idle=%s confirmed_idle=%s action=stop result=%s",
-            decision.worker,
-            _fmt(decision.idle),
-            _fmt(confirmed),
-            result.value,
-        )
+        _log_decision(decision.worker, decision.idle, confirmed, "stop", result.value)
         self.records.append(
             Record(time.time(), decision.worker, decision.idle, decision.verdict, confirmed, result)
         )
@@ -196,6 +185,30 @@ class Autoscaler:
             await self.cycle()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), interval)
+
+
+def _log_decision(
+    worker: str, source_idle: float | None, confirmed: float | None, action: str, outcome: str
+) -> None:
+    """One log line per decision; JSON logs carry the same facts as fields."""
+    key = "result" if action == "stop" else "reason"
+    confirmed_text = "" if action != "stop" else f" confirmed_idle={_fmt(confirmed)}"
+    log.info(
+        "worker=%s source_idle=%s%s action=%s %s=%s",
+        worker,
+        _fmt(source_idle),
+        confirmed_text,
+        action,
+        key,
+        outcome,
+        extra={
+            "worker": worker,
+            "source_idle": source_idle,
+            "confirmed_idle": confirmed,
+            "action": action,
+            key: outcome,
+        },
+    )
 
 
 def _fmt(value: float | None) -> str:

@@ -1,0 +1,147 @@
+"""The autoscaler daemon against real worker processes and a real exporter process."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from wool_idle.autoscaler.outcomes import StopResult
+from wool_idle.worker import WorkerConnection
+
+
+def value(autoscaler, name: str, **labels: str) -> float:
+    return autoscaler.registry.get_sample_value(name, labels)
+
+
+class TestAutoscaler:
+    async def test_cycle_stops_idle_keeps_busy_and_floor(
+        self, fleet, exporter_process, make_autoscaler, tmp_path: Path
+    ) -> None:
+        """Given three idle workers and one busy, a floor of 2, when a cycle runs past
+        max-idle, then the two longest-idle workers exit, the busy one and one idle
+        one keep running (the floor)."""
+        # Arrange
+        addresses = await fleet.start(4)
+        busy, idle = addresses[0], addresses[1:]
+        await fleet.keep_busy(busy, tmp_path / "gate")
+        exporter = exporter_process(addresses)
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.3, min_workers=2, cooldown=0.0)
+        await asyncio.sleep(0.4)
+        # Act
+        ok = await autoscaler.cycle()
+        stopped = [r.worker for r in autoscaler.records if r.result is StopResult.STOPPED]
+        # Assert
+        assert ok
+        assert len(stopped) == 2 and set(stopped) <= set(idle)
+        for address in stopped:
+            assert await fleet.wait_exit(address) == 0
+        assert fleet.alive(busy)
+        assert sum(fleet.alive(a) for a in idle) == 1
+        assert value(autoscaler, "wool_autoscaler_stops_total", result="stopped") == 2
+        assert value(autoscaler, "wool_autoscaler_blocked_total", reason="min_workers") == 1
+        assert value(autoscaler, "wool_autoscaler_source_up") == 1
+
+    async def test_race_task_arrives_before_stop(
+        self, fleet, exporter_process, make_autoscaler, tmp_path: Path
+    ) -> None:
+        """Given a worker nominated while idle, when it receives a long task right
+        before the stop (a hook between confirmation and stop), then it is not stopped
+        (refused_busy), the task completes, and a later cycle retires it once idle
+        again."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        gate = tmp_path / "gate"
+        arrivals = []
+
+        async def task_arrives(worker: str) -> None:
+            if not arrivals:
+                arrivals.append(worker)
+                await fleet.keep_busy(worker, gate)
+
+        autoscaler = make_autoscaler(
+            exporter.url, max_idle=0.3, min_workers=0, cooldown=0.0, before_stop=task_arrives
+        )
+        await asyncio.sleep(0.4)
+        # Act
+        await autoscaler.cycle()
+        first = autoscaler.records[-1].result
+        alive_after_race = fleet.alive(address)
+        gate.touch()
+        task_result = await fleet.running[0]
+        await asyncio.sleep(0.5)
+        await autoscaler.cycle()
+        second = autoscaler.records[-1].result
+        # Assert
+        assert first is StopResult.REFUSED_BUSY
+        assert alive_after_race
+        assert task_result == "ok"
+        assert second is StopResult.STOPPED
+        assert await fleet.wait_exit(address) == 0
+        assert value(autoscaler, "wool_autoscaler_blocked_total", reason="busy_on_recheck") == 1
+
+    async def test_exporter_down_stops_no_one_then_resumes(
+        self, fleet, exporter_process, make_autoscaler
+    ) -> None:
+        """Given idle workers and an exporter that goes down, when cycles run while it
+        is down, then no one is stopped and source_up is 0; when it returns on the same
+        address, decisions resume."""
+        # Arrange
+        addresses = await fleet.start(2)
+        exporter = exporter_process(addresses)
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.2, min_workers=0)
+        await asyncio.sleep(0.3)
+        exporter.stop()
+        # Act
+        down = [await autoscaler.cycle() for _ in range(2)]
+        source_down = value(autoscaler, "wool_autoscaler_source_up")
+        alive_while_down = [fleet.alive(a) for a in addresses]
+        exporter.start()
+        up = await autoscaler.cycle()
+        # Assert
+        assert down == [False, False] and source_down == 0
+        assert alive_while_down == [True, True]
+        assert up and value(autoscaler, "wool_autoscaler_source_up") == 1
+        assert value(autoscaler, "wool_autoscaler_stops_total", result="stopped") == 2
+
+    async def test_dry_run_reports_and_stops_no_one(
+        self, fleet, exporter_process, make_autoscaler
+    ) -> None:
+        """Given an idle worker and a dry run, when a cycle runs, then the decision log
+        says dry_run with the confirmed idle, and the worker keeps serving."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.2, min_workers=0, dry_run=True)
+        await asyncio.sleep(0.3)
+        # Act
+        await autoscaler.cycle()
+        record = autoscaler.records[-1]
+        # Assert
+        assert record.result is StopResult.DRY_RUN and record.confirmed_idle >= 0.2
+        async with WorkerConnection(address) as connection:
+            assert await connection.idle_time() > 0
+        assert value(autoscaler, "wool_autoscaler_stops_total", result="dry_run") == 1
+
+    async def test_unreachable_worker_on_confirm(self, make_autoscaler, aiohttp_server) -> None:
+        """Given a source that reports a dead address as idle, when a cycle runs, then
+        the confirmation fails, the result is unreachable and the worker cools down."""
+        # Arrange
+        from aiohttp import web
+
+        async def metrics(request):
+            return web.Response(text='wool_worker_idle_seconds{worker="127.0.0.1:1"} 500\n'
+                                     'wool_worker_up{worker="127.0.0.1:1"} 1\n'
+                                     'wool_worker_idle_supported{worker="127.0.0.1:1"} 1\n')
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        server = await aiohttp_server(app)
+        autoscaler = make_autoscaler(str(server.make_url("/metrics")), max_idle=1.0,
+                                     min_workers=0, cooldown=60.0)
+        # Act
+        await autoscaler.cycle()
+        await autoscaler.cycle()
+        # Assert
+        assert autoscaler.records[0].result is StopResult.UNREACHABLE
+        assert autoscaler.records[1].verdict.value == "cooldown"
