@@ -11,6 +11,7 @@ from wool_idle import logs, options
 def build_parser() -> options.Parser:
     """The top-level parser with every subcommand registered."""
     from wool_idle.autoscaler import cli as autoscaler_cli
+    from wool_idle.demo import cli as demo_cli
     from wool_idle.exporter import cli as exporter_cli
     from wool_idle.worker import cli as worker_cli
 
@@ -19,6 +20,7 @@ def build_parser() -> options.Parser:
     worker_cli.register(subparsers)
     exporter_cli.register(subparsers)
     autoscaler_cli.register(subparsers)
+    demo_cli.register(subparsers)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""``wool-idle demo``: a live fleet with the exporter and the autoscaler."""
