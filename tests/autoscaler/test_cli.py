@@ -21,10 +21,21 @@ class TestAutoscalerCli:
         exporter = exporter_process([address])
         await asyncio.sleep(0.3)
         # Act
-        result = await asyncio.to_thread(run_cli, [
-            "autoscaler", "--max-idle", "200ms", "--metrics-url", exporter.url,
-            "--min-workers", "0", "--grace", "2s", "--once",
-        ])
+        result = await asyncio.to_thread(
+            run_cli,
+            [
+                "autoscaler",
+                "--max-idle",
+                "200ms",
+                "--metrics-url",
+                exporter.url,
+                "--min-workers",
+                "0",
+                "--grace",
+                "2s",
+                "--once",
+            ],
+        )
         # Assert
         assert result.returncode == 0, result.stderr
         assert "result=stopped" in result.stderr
@@ -33,8 +44,16 @@ class TestAutoscalerCli:
     def test_once_source_down_exits_1(self) -> None:
         """Given no exporter at the URL, when `--once` runs, then it exits 1 and says so."""
         # Act
-        result = run_cli(["autoscaler", "--max-idle", "1s", "--metrics-url",
-                          "http://127.0.0.1:1/metrics", "--once"])
+        result = run_cli(
+            [
+                "autoscaler",
+                "--max-idle",
+                "1s",
+                "--metrics-url",
+                "http://127.0.0.1:1/metrics",
+                "--once",
+            ]
+        )
         # Assert
         assert result.returncode == 1
         assert "stopping no one" in result.stderr
@@ -49,22 +68,41 @@ class TestAutoscalerCli:
         (address,) = await fleet.start(1)
         exporter = exporter_process([address])
         await asyncio.sleep(0.3)
-        process = spawn_cli(["autoscaler", "--max-idle", "0.2s", "--metrics-url", exporter.url,
-                             "--min-workers", "0", "--interval", "0.2s", "--grace", "1s",
-                             "--listen", "127.0.0.1:0", "--log-format", "json"])
+        process = spawn_cli(
+            [
+                "autoscaler",
+                "--max-idle",
+                "0.2s",
+                "--metrics-url",
+                exporter.url,
+                "--min-workers",
+                "0",
+                "--interval",
+                "0.2s",
+                "--grace",
+                "1s",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ]
+        )
         url = process.stdout.readline().strip()
         # Act
         await fleet.wait_exit(address)
         await asyncio.sleep(0.5)
         metrics = urllib.request.urlopen(url, timeout=5).read().decode()
-        decisions = json.loads(urllib.request.urlopen(url.replace("/metrics", "/decisions"),
-                                                      timeout=5).read())
+        decisions = json.loads(
+            urllib.request.urlopen(url.replace("/metrics", "/decisions"), timeout=5).read()
+        )
         process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=30)
         log_lines = [json.loads(line) for line in process.stderr.read().splitlines() if line]
         # Assert
-        assert samples(metrics)[("wool_autoscaler_stops_total",
-                                 frozenset({("result", "stopped")}))] == 1
+        assert (
+            samples(metrics)[("wool_autoscaler_stops_total", frozenset({("result", "stopped")}))]
+            == 1
+        )
         assert any(d["worker"] == address and d["result"] == "stopped" for d in decisions)
         assert status == 0
         assert any("result=stopped" in line["message"] for line in log_lines)
@@ -79,8 +117,10 @@ BAD_FLAGS = [
     (["--max-idle", "1m", "--metrics-url", "not a url"], "--metrics-url"),
     (["--max-idle", "1m", "--prometheus-url", "http://:9090"], "--prometheus-url"),
     (["--max-idle", "1m", "--prometheus-url", "http://h:99999"], "--prometheus-url"),
-    (["--max-idle", "1m", "--metrics-url", "http://h/m", "--prometheus-url", "http://h"],
-     "--prometheus-url"),
+    (
+        ["--max-idle", "1m", "--metrics-url", "http://h/m", "--prometheus-url", "http://h"],
+        "--prometheus-url",
+    ),
     (["--max-idle", "1m", "--selector", "pool"], "--selector"),
     (["--max-idle", "1m", "--selector", "__name__=x"], "--selector"),
     (["--max-idle", "1m", "--alert", "WoolWorkerIdle"], "--alert"),
@@ -101,8 +141,9 @@ BAD_FLAGS = [
 
 
 class TestAutoscalerCliBadInput:
-    @pytest.mark.parametrize(("args", "flag"), BAD_FLAGS,
-                             ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+    @pytest.mark.parametrize(
+        ("args", "flag"), BAD_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, list) else v
+    )
     def test_bad_flag_exits_2_naming_it(self, args: list[str], flag: str) -> None:
         """Given a bad flag value, when the autoscaler starts, then it exits 2 with one
         line naming the flag, having stopped no one."""

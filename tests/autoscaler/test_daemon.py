@@ -130,15 +130,18 @@ class TestAutoscaler:
         from aiohttp import web
 
         async def metrics(request):
-            return web.Response(text='wool_worker_idle_seconds{worker="127.0.0.1:1"} 500\n'
-                                     'wool_worker_up{worker="127.0.0.1:1"} 1\n'
-                                     'wool_worker_idle_supported{worker="127.0.0.1:1"} 1\n')
+            return web.Response(
+                text='wool_worker_idle_seconds{worker="127.0.0.1:1"} 500\n'
+                'wool_worker_up{worker="127.0.0.1:1"} 1\n'
+                'wool_worker_idle_supported{worker="127.0.0.1:1"} 1\n'
+            )
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)
         server = await aiohttp_server(app)
-        autoscaler = make_autoscaler(str(server.make_url("/metrics")), max_idle=1.0,
-                                     min_workers=0, cooldown=60.0)
+        autoscaler = make_autoscaler(
+            str(server.make_url("/metrics")), max_idle=1.0, min_workers=0, cooldown=60.0
+        )
         # Act
         await autoscaler.cycle()
         await autoscaler.cycle()

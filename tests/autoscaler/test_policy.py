@@ -20,7 +20,10 @@ from wool_idle.autoscaler.policy import (
 RULE = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=10, cooldown=100.0)
 
 
-def verdicts(readings, state=PolicyState(), rule=RULE, now=0.0):
+EMPTY = PolicyState()
+
+
+def verdicts(readings, state=EMPTY, rule=RULE, now=0.0):
     return {d.worker: d.verdict for d in plan(readings, state, rule, now).decisions}
 
 
@@ -57,8 +60,12 @@ class TestPlan:
         # Act
         result = verdicts(readings, rule=rule)
         # Assert
-        assert result == {"w3": Verdict.STOP, "w2": Verdict.STOP,
-                          "w1": Verdict.MIN_WORKERS, "w0": Verdict.MIN_WORKERS}
+        assert result == {
+            "w3": Verdict.STOP,
+            "w2": Verdict.STOP,
+            "w1": Verdict.MIN_WORKERS,
+            "w0": Verdict.MIN_WORKERS,
+        }
 
     def test_plan_busy_workers_count_towards_floor(self) -> None:
         """Given one busy and two idle workers with a floor of 1, when planned, then
@@ -68,7 +75,9 @@ class TestPlan:
         readings = [Reading("busy", 0.0), Reading("a", 20.0), Reading("b", 30.0)]
         # Act / Assert
         assert verdicts(readings, rule=rule) == {
-            "b": Verdict.STOP, "a": Verdict.STOP, "busy": Verdict.BUSY
+            "b": Verdict.STOP,
+            "a": Verdict.STOP,
+            "busy": Verdict.BUSY,
         }
 
     def test_plan_rate_limit(self) -> None:
@@ -98,8 +107,14 @@ class TestPlan:
             state = result.state
             seen.append(result.decisions[0].verdict)
         # Assert
-        assert seen == [Verdict.WAITING, Verdict.WAITING, Verdict.BUSY,
-                        Verdict.WAITING, Verdict.WAITING, Verdict.STOP]
+        assert seen == [
+            Verdict.WAITING,
+            Verdict.WAITING,
+            Verdict.BUSY,
+            Verdict.WAITING,
+            Verdict.WAITING,
+            Verdict.STOP,
+        ]
 
     def test_plan_retiring_not_stopped_twice_and_counts_against_floor(self) -> None:
         """Given a worker stopped last cycle that the source still reports idle, when
@@ -113,7 +128,8 @@ class TestPlan:
         # Assert
         assert [d.verdict for d in first.decisions] == [Verdict.STOP, Verdict.MIN_WORKERS]
         assert {d.worker: d.verdict for d in second.decisions} == {
-            "a": Verdict.RETIRING, "b": Verdict.MIN_WORKERS
+            "a": Verdict.RETIRING,
+            "b": Verdict.MIN_WORKERS,
         }
 
     def test_plan_retiring_forgotten_once_down(self) -> None:
@@ -152,8 +168,14 @@ class TestPlan:
 
     @pytest.mark.parametrize(
         "kwargs",
-        [{"max_idle": 0.0}, {"max_idle": -1.0}, {"max_idle": math.nan}, {"max_idle": math.inf},
-         {"max_idle": 1.0, "wait_count": 0}, {"max_idle": 1.0, "min_workers": -1}],
+        [
+            {"max_idle": 0.0},
+            {"max_idle": -1.0},
+            {"max_idle": math.nan},
+            {"max_idle": math.inf},
+            {"max_idle": 1.0, "wait_count": 0},
+            {"max_idle": 1.0, "min_workers": -1},
+        ],
     )
     def test_settings_reject_invalid(self, kwargs) -> None:
         """Given invalid settings, when constructed, then ValueError."""
@@ -190,8 +212,11 @@ settings_strategy = st.builds(
 
 
 class TestPlanProperties:
-    @given(history=st.lists(readings_strategy, min_size=1, max_size=5), rule=settings_strategy,
-           failures=st.sets(st.sampled_from([f"w{i}" for i in range(12)])))
+    @given(
+        history=st.lists(readings_strategy, min_size=1, max_size=5),
+        rule=settings_strategy,
+        failures=st.sets(st.sampled_from([f"w{i}" for i in range(12)])),
+    )
     @settings(max_examples=300, deadline=None)
     def test_plan_invariants(self, history, rule, failures) -> None:
         """Given arbitrary readings over several cycles, settings and failed stops, when
@@ -207,8 +232,13 @@ class TestPlanProperties:
             consecutive = {
                 r.worker: consecutive.get(r.worker, 0) + 1
                 for r in readings
-                if r.up and r.supported and r.alerting and r.idle is not None
-                and math.isfinite(r.idle) and r.idle >= rule.max_idle and 0 <= r.age <= rule.max_age
+                if r.up
+                and r.supported
+                and r.alerting
+                and r.idle is not None
+                and math.isfinite(r.idle)
+                and r.idle >= rule.max_idle
+                and 0 <= r.age <= rule.max_age
             }
             stops = [d for d in result.decisions if d.verdict in (Verdict.STOP, Verdict.DRY_RUN)]
             up = sum(r.up for r in readings)

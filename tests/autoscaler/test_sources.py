@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import aiohttp
@@ -45,9 +44,15 @@ other_metric{worker="z:1"} 5
 
 
 def vector(*items: tuple[dict[str, str], str]) -> dict:
-    return {"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": labels, "value": [1700000000.0, value]} for labels, value in items
-    ]}}
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": labels, "value": [1700000000.0, value]} for labels, value in items
+            ],
+        },
+    }
 
 
 class TestParseExposition:
@@ -58,7 +63,9 @@ class TestParseExposition:
         readings = parse_exposition(EXPOSITION)
         # Assert
         assert readings == [
-            Reading("a:1", 120.5), Reading("b:1", 0.0), Reading("c:1", None),
+            Reading("a:1", 120.5),
+            Reading("b:1", 0.0),
+            Reading("c:1", None),
             Reading("d:1", None, up=False, supported=False),
         ]
 
@@ -69,9 +76,15 @@ class TestParseExposition:
         # Assert
         assert [r.worker for r in readings] == ["a:1", "c:1", "d:1"]
 
-    @pytest.mark.parametrize("text", ["wool_worker_idle_seconds{worker=\"a:1\" 5\n",
-                                      "wool_worker_up{worker=\"a\"} notanumber\n",
-                                      "{}\n", "\x00\x01"])
+    @pytest.mark.parametrize(
+        "text",
+        [
+            'wool_worker_idle_seconds{worker="a:1" 5\n',
+            'wool_worker_up{worker="a"} notanumber\n',
+            "{}\n",
+            "\x00\x01",
+        ],
+    )
     def test_parse_exposition_malformed_raises(self, text: str) -> None:
         """Given malformed exposition text, when parsed, then SourceError."""
         with pytest.raises(SourceError):
@@ -111,12 +124,27 @@ class TestParsePrometheus:
 
     @pytest.mark.parametrize(
         "body",
-        [None, [], "text", {"status": "error", "error": "bad"}, {"status": "success"},
-         {"status": "success", "data": {"resultType": "matrix", "result": []}},
-         {"status": "success", "data": {"resultType": "vector", "result": {}}},
-         {"status": "success", "data": {"resultType": "vector", "result": [1]}},
-         {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"a": 1}, "value": [1, "1"]}]}},
-         {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": "1"}]}}],
+        [
+            None,
+            [],
+            "text",
+            {"status": "error", "error": "bad"},
+            {"status": "success"},
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            {"status": "success", "data": {"resultType": "vector", "result": {}}},
+            {"status": "success", "data": {"resultType": "vector", "result": [1]}},
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "vector",
+                    "result": [{"metric": {"a": 1}, "value": [1, "1"]}],
+                },
+            },
+            {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {}, "value": "1"}]},
+            },
+        ],
     )
     def test_parse_query_malformed_raises(self, body) -> None:
         """Given a malformed API body, when parsed, then SourceError."""
@@ -126,25 +154,54 @@ class TestParsePrometheus:
     def test_parse_alerts_response(self) -> None:
         """Given alerts, when parsed for one name, then only its firing workers return."""
         # Arrange
-        body = {"status": "success", "data": {"alerts": [
-            {"labels": {"alertname": "WoolWorkerIdle", "worker": "a:1"}, "state": "firing"},
-            {"labels": {"alertname": "WoolWorkerIdle", "worker": "b:1"}, "state": "pending"},
-            {"labels": {"alertname": "WoolWorkerDown", "worker": "c:1"}, "state": "firing"},
-        ]}}
+        body = {
+            "status": "success",
+            "data": {
+                "alerts": [
+                    {"labels": {"alertname": "WoolWorkerIdle", "worker": "a:1"}, "state": "firing"},
+                    {
+                        "labels": {"alertname": "WoolWorkerIdle", "worker": "b:1"},
+                        "state": "pending",
+                    },
+                    {"labels": {"alertname": "WoolWorkerDown", "worker": "c:1"}, "state": "firing"},
+                ]
+            },
+        }
         # Act / Assert
         assert parse_alerts_response(body, "WoolWorkerIdle") == {"a:1"}
 
-    @pytest.mark.parametrize("body", [None, {"status": "success"}, {"status": "success", "data": {"alerts": [1]}}])
+    @pytest.mark.parametrize(
+        "body", [None, {"status": "success"}, {"status": "success", "data": {"alerts": [1]}}]
+    )
     def test_parse_alerts_malformed_raises(self, body) -> None:
         with pytest.raises(SourceError):
             parse_alerts_response(body, "X")
 
     json_values = st.recursive(
         st.none() | st.booleans() | st.floats() | st.text(max_size=10),
-        lambda children: st.lists(children, max_size=4)
-        | st.dictionaries(st.sampled_from(["status", "data", "resultType", "result", "metric",
-                                           "value", "alerts", "labels", "state", "worker",
-                                           "__name__", "alertname"]), children, max_size=5),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "status",
+                        "data",
+                        "resultType",
+                        "result",
+                        "metric",
+                        "value",
+                        "alerts",
+                        "labels",
+                        "state",
+                        "worker",
+                        "__name__",
+                        "alertname",
+                    ]
+                ),
+                children,
+                max_size=5,
+            )
+        ),
         max_leaves=20,
     )
 
@@ -180,13 +237,18 @@ class TestParsePrometheus:
 class TestSourcesOverHttp:
     @pytest.mark.parametrize(
         ("kind", "status", "body"),
-        [("exporter", 200, "garbage{{{"), ("exporter", 500, "oops"),
-         ("prometheus", 200, "garbage{{{"), ("prometheus", 500, "oops"),
-         ("prometheus", 200, '{"status": "error", "error": "x"}')],
+        [
+            ("exporter", 200, "garbage{{{"),
+            ("exporter", 500, "oops"),
+            ("prometheus", 200, "garbage{{{"),
+            ("prometheus", 500, "oops"),
+            ("prometheus", 200, '{"status": "error", "error": "x"}'),
+        ],
     )
     async def test_sources_report_bad_answers(self, aiohttp_server, kind, status, body) -> None:
         """Given an HTTP server answering garbage or errors, when a source reads it,
         then SourceError."""
+
         # Arrange
         async def answer(request: web.Request) -> web.Response:
             return web.Response(status=status, text=body)
@@ -196,8 +258,11 @@ class TestSourcesOverHttp:
         server = await aiohttp_server(app)
         base = str(server.make_url("/"))
         async with aiohttp.ClientSession() as session:
-            source = (ExporterSource(session, base + "metrics", [], 2.0) if kind == "exporter"
-                      else PrometheusSource(session, base, [], None, 2.0))
+            source = (
+                ExporterSource(session, base + "metrics", [], 2.0)
+                if kind == "exporter"
+                else PrometheusSource(session, base, [], None, 2.0)
+            )
             # Act / Assert
             with pytest.raises(SourceError):
                 await source.read()
@@ -223,18 +288,39 @@ class TestSourcesOverHttp:
     async def test_prometheus_source_reads_alert_gate(self, aiohttp_server) -> None:
         """Given a server with Prometheus's API shape, when read with an alert, then
         only the firing worker is alerting."""
+
         # Arrange
         async def api_query(request: web.Request) -> web.Response:
             if request.query["query"].startswith("time()"):
                 return web.json_response(vector(({"worker": "a:1"}, "1"), ({"worker": "b:1"}, "1")))
-            return web.json_response(vector(
-                *[({"__name__": n, "worker": w}, v) for w in ("a:1", "b:1") for n, v in
-                  (("wool_worker_idle_seconds", "99"), ("wool_worker_up", "1"),
-                   ("wool_worker_idle_supported", "1"))]))
+            return web.json_response(
+                vector(
+                    *[
+                        ({"__name__": n, "worker": w}, v)
+                        for w in ("a:1", "b:1")
+                        for n, v in (
+                            ("wool_worker_idle_seconds", "99"),
+                            ("wool_worker_up", "1"),
+                            ("wool_worker_idle_supported", "1"),
+                        )
+                    ]
+                )
+            )
 
         async def api_alerts(request: web.Request) -> web.Response:
-            return web.json_response({"status": "success", "data": {"alerts": [
-                {"labels": {"alertname": "WoolWorkerIdle", "worker": "a:1"}, "state": "firing"}]}})
+            return web.json_response(
+                {
+                    "status": "success",
+                    "data": {
+                        "alerts": [
+                            {
+                                "labels": {"alertname": "WoolWorkerIdle", "worker": "a:1"},
+                                "state": "firing",
+                            }
+                        ]
+                    },
+                }
+            )
 
         app = web.Application()
         app.router.add_get("/api/v1/query", api_query)

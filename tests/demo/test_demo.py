@@ -34,9 +34,21 @@ class TestDemo:
         name, value = marker.split("=")
         # Act
         result = run_cli(
-            ["demo", "--workers", "3", "--busy", "1", "--max-idle", "2s", "--duration", "10s",
-             "--refresh", "1s"],
-            timeout=120, env={name: value},
+            [
+                "demo",
+                "--workers",
+                "3",
+                "--busy",
+                "1",
+                "--max-idle",
+                "2s",
+                "--duration",
+                "10s",
+                "--refresh",
+                "1s",
+            ],
+            timeout=120,
+            env={name: value},
         )
         # Assert
         assert result.returncode == 0, result.stderr
@@ -68,5 +80,8 @@ class TestTable:
         )
         # Assert
         assert [(r.state, r.decision) for r in rows] == [
-            ("busy", "-"), ("idle", "-"), ("stopped", "stopped"), ("unknown", "-")
+            ("busy", "-"),
+            ("idle", "-"),
+            ("stopped", "stopped"),
+            ("unknown", "-"),
         ]

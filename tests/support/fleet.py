@@ -10,7 +10,6 @@ from pathlib import Path
 
 from support import tasks
 from support.processes import spawn_cli
-
 from wool_idle.worker import LocalWorker, WorkerConnection
 
 

@@ -25,17 +25,38 @@ CHILD_EXIT_TIMEOUT = 15.0
 
 def register(subparsers: Any) -> None:
     """Add ``demo`` to the top-level parser."""
-    parser = subparsers.add_parser("demo", help="watch idle workers being retired",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "demo", help="watch idle workers being retired", description=__doc__
+    )
     options.add(parser, "--workers", type=options.count(2), default=5, help="workers to start")
-    options.add(parser, "--busy", type=options.count(1), default=2,
-                help="workers kept busy with a stream of tasks")
-    options.add(parser, "--max-idle", type=options.positive_duration, default=10.0,
-                help="retire workers idle this long")
-    options.add(parser, "--duration", type=options.duration, default=45.0,
-                help="how long the demo runs (0: until Ctrl-C)")
-    options.add(parser, "--refresh", type=options.positive_duration, default=1.0,
-                help="how often the table is redrawn")
+    options.add(
+        parser,
+        "--busy",
+        type=options.count(1),
+        default=2,
+        help="workers kept busy with a stream of tasks",
+    )
+    options.add(
+        parser,
+        "--max-idle",
+        type=options.positive_duration,
+        default=10.0,
+        help="retire workers idle this long",
+    )
+    options.add(
+        parser,
+        "--duration",
+        type=options.duration,
+        default=45.0,
+        help="how long the demo runs (0: until Ctrl-C)",
+    )
+    options.add(
+        parser,
+        "--refresh",
+        type=options.positive_duration,
+        default=1.0,
+        help="how often the table is redrawn",
+    )
     parser.set_defaults(func=run, parser=parser)
 
 
@@ -50,8 +71,12 @@ def run(args: argparse.Namespace) -> int:
 async def _spawn(*args: str) -> tuple[asyncio.subprocess.Process, str]:
     """Start ``wool-idle ARGS`` and return it with the URL it prints when ready."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "wool_idle", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        "-m",
+        "wool_idle",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
         stdin=asyncio.subprocess.DEVNULL,
     )
     assert process.stdout is not None
@@ -81,11 +106,17 @@ class Demo:
         feeders: list[asyncio.Task[None]] = []
         try:
             exporter_url, autoscaler_url = await self._start()
-            feeders = [asyncio.ensure_future(self._feed(address))
-                       for address, role in self.roles.items() if role == "busy"]
-            print(f"exporter metrics:   {exporter_url}\n"
-                  f"autoscaler metrics: {autoscaler_url}  (decisions: "
-                  f"{autoscaler_url.replace('/metrics', '/decisions')})\n", flush=True)
+            feeders = [
+                asyncio.ensure_future(self._feed(address))
+                for address, role in self.roles.items()
+                if role == "busy"
+            ]
+            print(
+                f"exporter metrics:   {exporter_url}\n"
+                f"autoscaler metrics: {autoscaler_url}  (decisions: "
+                f"{autoscaler_url.replace('/metrics', '/decisions')})\n",
+                flush=True,
+            )
             await self._watch(exporter_url, autoscaler_url, done)
         finally:
             for feeder in feeders:
@@ -104,9 +135,19 @@ class Demo:
         self.children.append(exporter)
         interval = max(0.5, min(2.0, self.args.max_idle / 5))
         autoscaler, autoscaler_url = await _spawn(
-            "autoscaler", "--metrics-url", exporter_url, "--max-idle", str(self.args.max_idle),
-            "--interval", str(interval), "--min-workers", "1", "--grace", "5s",
-            "--listen", "127.0.0.1:0",
+            "autoscaler",
+            "--metrics-url",
+            exporter_url,
+            "--max-idle",
+            str(self.args.max_idle),
+            "--interval",
+            str(interval),
+            "--min-workers",
+            "1",
+            "--grace",
+            "5s",
+            "--listen",
+            "127.0.0.1:0",
         )
         self.children.append(autoscaler)
         return exporter_url, autoscaler_url
@@ -144,8 +185,10 @@ class Demo:
         except (OSError, ValueError) as error:
             return f"(waiting for the exporter and autoscaler: {error})"
         idle, _ = table.idle_by_worker(exposition)
-        exited = {w.address: w.process is not None and w.process.returncode is not None
-                  for w in self.workers}
+        exited = {
+            w.address: w.process is not None and w.process.returncode is not None
+            for w in self.workers
+        }
         rows = table.rows(self.roles, exited, idle, table.last_decisions(decisions))
         return table.render(rows, elapsed, self.args.max_idle)
 
@@ -159,8 +202,11 @@ class Demo:
             except TimeoutError:
                 child.kill()
                 await child.wait()
-        self.retired = [w.address for w in self.workers
-                        if w.process is not None and w.process.returncode is not None]
+        self.retired = [
+            w.address
+            for w in self.workers
+            if w.process is not None and w.process.returncode is not None
+        ]
         for worker in self.workers:
             if worker.process is not None and worker.process.returncode is None:
                 with contextlib.suppress(WoolError):
