@@ -1,0 +1,78 @@
+"""The alert rules and the example Prometheus config, checked by real promtool."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS_DIR = ROOT / "dashboards" / "prometheus"
+OPERATIONS = ROOT / "docs" / "operations.md"
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("promtool")
+    assert binary, "Debian's prometheus package is required (scripts/ensure-prometheus)"
+    return subprocess.run(
+        [binary, *args], capture_output=True, text=True, cwd=PROMETHEUS_DIR, timeout=120
+    )
+
+
+def rules() -> list[dict]:
+    document = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text())
+    return [rule for group in document["groups"] for rule in group["rules"]]
+
+
+class TestAlertRules:
+    def test_promtool_check_rules(self) -> None:
+        """Given alerts.yml, when promtool checks it, then it passes."""
+        result = promtool("check", "rules", "alerts.yml")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_promtool_test_rules(self) -> None:
+        """Given alerts_test.yml, when promtool runs it, then every case passes."""
+        result = promtool("test", "rules", "alerts_test.yml")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_promtool_check_example_config(self) -> None:
+        """Given the example prometheus.yml, when promtool checks it, then it passes."""
+        result = promtool("check", "config", "prometheus.yml")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_alerts_present_annotated_and_linked(self) -> None:
+        """Given the rules, then the four alerts exist, each with summary, description
+        and a runbook_url into an existing section of docs/operations.md, and none
+        uses keep_firing_for."""
+        # Arrange
+        anchors = {
+            re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in OPERATIONS.read_text().splitlines()
+            if line.startswith("#")
+        }
+        # Act
+        found = {rule["alert"]: rule for rule in rules()}
+        # Assert
+        assert set(found) == {
+            "WoolWorkerIdle",
+            "WoolWorkerDown",
+            "WoolWorkerIdleUnsupported",
+            "WoolExporterDown",
+        }
+        for rule in found.values():
+            assert "keep_firing_for" not in rule
+            annotations = rule["annotations"]
+            assert annotations["summary"] and annotations["description"]
+            path, _, anchor = annotations["runbook_url"].partition("#")
+            assert path.endswith("docs/operations.md") and anchor in anchors
+
+    @pytest.mark.parametrize("alert", ["WoolWorkerIdle"])
+    def test_idle_alert_for_is_short(self, alert: str) -> None:
+        """Given the idle alert, then its `for` is at most a minute (the gauge already
+        measures elapsed time)."""
+        rule = next(r for r in rules() if r["alert"] == alert)
+        assert re.fullmatch(r"\d+s|1m", rule["for"])

@@ -1,0 +1,84 @@
+"""A real Prometheus server (Debian's package) on loopback with a temporary data dir."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrometheusServer:
+    """``prometheus`` with the given config, listening on a free loopback port."""
+
+    def __init__(self, directory: Path, config: dict[str, Any], rule_files: dict[str, str]) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        for name, text in rule_files.items():
+            (directory / name).write_text(text)
+        self.config_path = directory / "prometheus.yml"
+        self.config_path.write_text(json.dumps(config))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        binary = shutil.which("prometheus")
+        assert binary, "Debian's prometheus package is required (scripts/ensure-prometheus)"
+        self.process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={self.directory / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.console.templates=/dev/null",
+                "--web.console.libraries=/dev/null",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.directory / "prometheus.log").open("wb"),
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process.poll() is None, (self.directory / "prometheus.log").read_text()
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "prometheus never became ready"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    def api(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as response:
+            return json.loads(response.read())
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        body = self.api("query", query=expr)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def firing(self, alertname: str) -> set[str]:
+        alerts = self.api("alerts")["data"]["alerts"]
+        return {
+            a["labels"].get("worker", "")
+            for a in alerts
+            if a["labels"]["alertname"] == alertname and a["state"] == "firing"
+        }
