@@ -121,7 +121,7 @@ class TestEndToEnd:
         fires, then both idle workers are stopped and the busy one never is; the
         dashboard's queries all run and those about workers return series."""
         # Arrange
-        fleet, busy, idle, prometheus, autoscaler = system
+        fleet, busy, idle, prometheus, _ = system
         saw_firing: set[str] = set()
         # Act
         deadline = time.monotonic() + 90
