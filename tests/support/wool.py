@@ -1,0 +1,69 @@
+"""Real wool packages in their own virtualenvs (cached), and real wool workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "tests" / "interop"
+"""The scripts run by a wool virtualenv's Python."""
+CACHE = Path(os.environ.get("WOOL_IDLE_INTEROP_CACHE", ROOT / ".cache" / "wool-venvs"))
+WOOL_WITH_IDLE = "0.15.7"
+WOOL_BEFORE_IDLE = "0.13.1"
+
+
+@dataclass(frozen=True)
+class WoolEnv:
+    version: str
+    python: str
+
+
+def wool_env(version: str, *, with_wool_idle: bool = False) -> WoolEnv:
+    """A virtualenv with ``wool==version`` (and wool-idle), made once and cached."""
+    name = f"wool-{version}" + ("-with-wool-idle" if with_wool_idle else "")
+    directory = CACHE / name
+    python = directory / "bin" / "python"
+    stamp = directory / ".installed"
+    if not stamp.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(directory)], check=True)
+        packages = [f"wool=={version}"] + (["-e", str(ROOT)] if with_wool_idle else [])
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", *packages], check=True, timeout=900
+        )
+        stamp.touch()
+    return WoolEnv(version, str(python))
+
+
+@dataclass
+class WoolWorker:
+    address: str
+    pid: int
+    launcher: subprocess.Popen[str]
+
+    def exited(self) -> bool:
+        return not Path(f"/proc/{self.pid}").exists() or _zombie(self.pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except OSError:
+        return True
+
+
+def start_wool_worker(env: WoolEnv) -> WoolWorker:
+    launcher = subprocess.Popen(
+        [env.python, str(SCRIPTS / "wool_launch.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert launcher.stdout is not None
+    line = launcher.stdout.readline().split()
+    assert len(line) == 2, "wool worker did not start"
+    return WoolWorker(line[0], int(line[1]), launcher)
