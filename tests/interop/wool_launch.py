@@ -6,6 +6,7 @@ until that process exits (say, after a stop RPC) or this script gets SIGTERM
 """
 
 import asyncio
+import contextlib
 import signal
 
 from wool.runtime.worker.local import LocalWorker
@@ -19,10 +20,8 @@ async def main() -> None:
     done = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, done.set)
     while not done.is_set() and process.is_alive():
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), 0.1)
-        except TimeoutError:
-            pass
     if process.is_alive():
         await worker.stop()
     print("exit", process.exitcode, flush=True)
