@@ -15,7 +15,7 @@ from support.tls import TlsMaterial, make_tls_material
 
 from wool_idle.worker import ClientTls, ServerTls, WorkerServer, WorkerService
 
-IDENTITIES = ("exporter", "autoscaler", "stranger")
+IDENTITIES = ("exporter", "autoscaler", "caller", "stranger")
 
 
 @pytest.fixture(scope="session")

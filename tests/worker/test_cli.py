@@ -122,6 +122,33 @@ class TestWorkerCli:
         assert without_cert.returncode == 4
         assert process.wait(timeout=30) == 0
 
+    def test_worker_logs_stop_decisions_with_identity(self, tls_material) -> None:
+        """Given a worker allowing only `autoscaler` to stop it, when `exporter` tries
+        and then `autoscaler` does, then the first exits 5 (PERMISSION_DENIED), the
+        worker logs both decisions with the caller's identity, idle and grace, and exits 0."""
+        # Arrange
+        process, address = start_worker(
+            "--listen", "localhost:0", "--tls-cert", tls_material.server.cert,
+            "--tls-key", tls_material.server.key, "--tls-client-ca", tls_material.ca,
+            "--allow-stop", "autoscaler",
+        )
+
+        def stop_as(identity: str):
+            files = tls_material.clients[identity]
+            return run_cli(["stop", address, "--grace", "2s", "--tls-ca", tls_material.ca,
+                            "--tls-cert", files.cert, "--tls-key", files.key])
+
+        # Act
+        denied = stop_as("exporter")
+        accepted = stop_as("autoscaler")
+        status = process.wait(timeout=30)
+        log = process.stderr.read()
+        # Assert
+        assert denied.returncode == 5 and "PERMISSION_DENIED" in denied.stderr
+        assert accepted.returncode == 0 and status == 0
+        assert "stop refused caller=exporter idle=" in log and "reason=PERMISSION_DENIED" in log
+        assert "stop accepted caller=autoscaler idle=" in log and "grace=2.0" in log
+
     def test_idle_exit_codes(self) -> None:
         """Given a dead address, when `wool-idle idle` polls it, then it exits 4 (unreachable)."""
         # Act
@@ -156,6 +183,8 @@ BAD_INPUT = [
     ),
     (["worker", "--tls-cert", "/etc/hostname"], "--tls-cert"),
     (["worker", "--log-format", "xml"], "--log-format"),
+    (["worker", "--allow-stop", "autoscaler"], "--allow-stop"),
+    (["worker", "--allow-dispatch", "caller"], "--allow-dispatch"),
 ]
 
 

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from wool_idle import logs, options
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
+from wool_idle.worker.auth import MethodPolicy
 from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
@@ -55,6 +56,22 @@ def register(subparsers: Any) -> None:
         type=options.count(0),
         default=0,
         help="refuse new tasks with RESOURCE_EXHAUSTED beyond this many (0: no limit)",
+    )
+    options.add(
+        worker,
+        "--allow-stop",
+        action="append",
+        default=[],
+        help="client identity (certificate SAN) allowed to call stop; repeatable; needs "
+        "--tls-client-ca (default: every authenticated client)",
+    )
+    options.add(
+        worker,
+        "--allow-dispatch",
+        action="append",
+        default=[],
+        help="client identity allowed to dispatch tasks; repeatable; needs --tls-client-ca "
+        "(default: every authenticated client)",
     )
     options.add_logging(worker)
     worker.set_defaults(func=run_worker, parser=worker)
@@ -110,19 +127,35 @@ def _server_tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Se
     )
 
 
+def _authorization(parser: argparse.ArgumentParser, args: argparse.Namespace) -> MethodPolicy:
+    allowed = {"stop": args.allow_stop, "dispatch": args.allow_dispatch}
+    for method, identities in allowed.items():
+        if identities and not args.tls_client_ca:
+            parser.error(f"argument --allow-{method}: needs mutual TLS (--tls-client-ca)")
+        if any(not identity.strip() for identity in identities):
+            parser.error(f"argument --allow-{method}: identity must not be empty")
+    return MethodPolicy({m: frozenset(ids) for m, ids in allowed.items() if ids})
+
+
 def run_worker(args: argparse.Namespace) -> int:
     """Run a worker until a stop RPC or SIGTERM/SIGINT has drained it.
 
     Prints the address clients should use on one line once it serves.
     """
     tls = _server_tls(args.parser, args)
+    authorization = _authorization(args.parser, args)
     logs.configure(args.log_format, args.log_level)
-    return asyncio.run(_serve(args, tls))
+    return asyncio.run(_serve(args, tls, authorization))
 
 
-async def _serve(args: argparse.Namespace, tls: ServerTls | None) -> int:
+async def _serve(
+    args: argparse.Namespace, tls: ServerTls | None, authorization: MethodPolicy
+) -> int:
     limit = args.max_in_flight
-    service = WorkerService(backpressure=(lambda s: len(s.docket) >= limit) if limit else None)
+    service = WorkerService(
+        backpressure=(lambda s: len(s.docket) >= limit) if limit else None,
+        authorization=authorization,
+    )
     server = WorkerServer(args.listen, service, tls=tls)
     try:
         address = await server.start()

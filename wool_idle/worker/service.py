@@ -21,6 +21,7 @@ import cloudpickle
 import grpc
 
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
+from wool_idle.worker.auth import MethodPolicy, describe
 from wool_idle.worker.docket import Docket
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,15 @@ class WorkerService:
     cancelled, after which the server may close.
     """
 
-    def __init__(self, *, backpressure: Backpressure | None = None, docket: Docket | None = None):
+    def __init__(
+        self,
+        *,
+        backpressure: Backpressure | None = None,
+        docket: Docket | None = None,
+        authorization: MethodPolicy | None = None,
+    ):
         self.docket = docket if docket is not None else Docket()
+        self.authorization = authorization or MethodPolicy()
         self.stopping = asyncio.Event()
         self.stopped = asyncio.Event()
         self._backpressure = backpressure
@@ -56,31 +64,40 @@ class WorkerService:
     async def stop(self, request: StopRequest, context: Context) -> Void:
         """Shut down with ``request.timeout`` as the grace, then answer.
 
-        With ``if_idle_for`` set, refuse with ``FAILED_PRECONDITION`` unless no
-        task runs and the worker has been idle at least that long.
+        Refuse with ``PERMISSION_DENIED`` if the caller may not stop this
+        worker; with ``if_idle_for`` set, refuse with ``FAILED_PRECONDITION``
+        unless no task runs and the worker has been idle at least that long.
+        Every decision is logged with the caller, the idle value and the grace.
         """
         idle = self.docket.idle_seconds()
-        grace = request.timeout
-        if request.HasField("if_idle_for") and not self.stopping.is_set():
-            required = request.if_idle_for
-            if not math.isfinite(required) or required < 0:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be >= 0")
-            if len(self.docket) or idle < required:
-                log.info(
-                    "stop refused peer=%s idle=%.3f required=%.3f grace=%s",
-                    context.peer(),
-                    idle,
-                    required,
-                    grace,
-                )
-                await context.abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"worker idle {idle:.3f}s with {len(self.docket)} task(s) in flight; "
-                    f"required idle {required:.3f}s",
-                )
-        log.info("stop accepted peer=%s idle=%.3f grace=%s", context.peer(), idle, grace)
-        await self.shutdown(grace)
+        refusal = self._stop_refusal(request, idle, context)
+        facts = f"caller={describe(context)} idle={idle:.3f} grace={request.timeout}"
+        if refusal is not None:
+            code, reason = refusal
+            log.info("stop refused %s reason=%s", facts, code.name)
+            await context.abort(code, reason)
+        log.info("stop accepted %s", facts)
+        await self.shutdown(request.timeout)
         return Void()
+
+    def _stop_refusal(
+        self, request: StopRequest, idle: float, context: Context
+    ) -> tuple[grpc.StatusCode, str] | None:
+        """Why this stop must be refused, or None. Synchronous on purpose."""
+        if not self.authorization.permits("stop", context):
+            return grpc.StatusCode.PERMISSION_DENIED, "caller may not stop this worker"
+        if not request.HasField("if_idle_for") or self.stopping.is_set():
+            return None
+        required = request.if_idle_for
+        if not math.isfinite(required) or required < 0:
+            return grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be a finite number >= 0"
+        if len(self.docket) or idle < required:
+            return (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"worker idle {idle:.3f}s with {len(self.docket)} task(s) in flight; "
+                f"required idle {required:.3f}s",
+            )
+        return None
 
     def shutdown(self, grace: float) -> asyncio.Future[None]:
         """Begin shutdown (idempotent) and return a future done once drained.
@@ -108,6 +125,9 @@ class WorkerService:
         self, requests: AsyncIterator[Request], context: Context
     ) -> AsyncIterator[Response]:
         """Admit one task, answer Ack (or Nack), then its result or exception."""
+        if not self.authorization.permits("dispatch", context):
+            log.warning("dispatch denied caller=%s", describe(context))
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "caller may not dispatch")
         request = await anext(aiter(requests), None)
         if request is None:
             return
