@@ -9,6 +9,9 @@ from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from wool_idle.basicauth import BasicAuth
+from wool_idle.webconfig import WebConfig
+
 EXPORTER_PORT: Final = 9478
 AUTOSCALER_PORT: Final = 9479
 """Default HTTP ports. They clash with none of Prometheus 9090, Alertmanager 9093,
@@ -26,19 +29,26 @@ def render_metrics(request: web.Request, collector: Collector) -> web.Response:
     return response
 
 
-async def start_site(app: web.Application, listen: str) -> tuple[web.AppRunner, str]:
-    """Serve ``app`` on ``listen`` (``host:port``, port 0 for any); return the runner
-    and the bound ``host:port``. Raises ``OSError`` if the address cannot be bound."""
+async def start_site(
+    app: web.Application, listen: str, config: WebConfig | None = None
+) -> tuple[web.AppRunner, str]:
+    """Serve ``app`` on ``listen`` (``host:port``, port 0 for any) with the TLS and
+    basic auth of ``config``; return the runner and the base URL
+    (``http(s)://host:port``). Raises ``OSError`` if the address cannot be bound."""
+    config = config or WebConfig()
+    if config.users:
+        app.middlewares.append(BasicAuth(config.users).middleware)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, _, port = listen.rpartition(":")
-    site = web.TCPSite(runner, host.strip("[]"), int(port))
+    site = web.TCPSite(runner, host.strip("[]"), int(port), ssl_context=config.ssl_context)
     try:
         await site.start()
     except OSError:
         await runner.cleanup()
         raise
-    return runner, _bound(runner, listen)
+    scheme = "https" if config.ssl_context else "http"
+    return runner, f"{scheme}://{_bound(runner, listen)}"
 
 
 def _bound(runner: web.AppRunner, requested: str) -> str:

@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, TypeVar
 
+from wool_idle.webconfig import WebConfig, WebConfigError, load_web_config
 from wool_idle.worker.address import parse_address
 from wool_idle.worker.tls import ClientTls
 
@@ -198,6 +199,35 @@ def client_tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Cli
         key_file=args.tls_key,
         server_name=args.tls_server_name,
     )
+
+
+def add_web_config(parser: argparse.ArgumentParser) -> None:
+    """Add ``--web.config.file`` and ``--web.config.check`` (exporter-toolkit's format)."""
+    add(
+        parser,
+        "--web.config.file",
+        dest="web_config_file",
+        help="exporter-toolkit web config (TLS, basic auth) for the HTTP endpoints",
+    )
+    add(
+        parser,
+        "--web.config.check",
+        dest="web_config_check",
+        action="store_true",
+        help="validate --web.config.file and exit",
+    )
+
+
+def web_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> WebConfig:
+    """Load ``--web.config.file``, exiting 2 with the reason when it is invalid."""
+    if args.web_config_file is None:
+        if args.web_config_check:
+            parser.error("argument --web.config.check: needs --web.config.file")
+        return WebConfig()
+    try:
+        return load_web_config(args.web_config_file)
+    except WebConfigError as error:
+        parser.error(f"argument --web.config.file: {args.web_config_file}: {error}")
 
 
 def require_readable(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:

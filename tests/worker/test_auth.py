@@ -30,8 +30,11 @@ async def outcome(call) -> str:
 
 def client(tls_material, identity: str | None, ca: str | None = None) -> ClientTls:
     files = tls_material.clients.get(identity) if identity else None
-    return ClientTls(ca_file=ca or tls_material.ca, cert_file=files.cert if files else None,
-                     key_file=files.key if files else None)
+    return ClientTls(
+        ca_file=ca or tls_material.ca,
+        cert_file=files.cert if files else None,
+        key_file=files.key if files else None,
+    )
 
 
 class TestMethodAuthorization:
@@ -45,8 +48,11 @@ class TestMethodAuthorization:
         server = await start_server(
             "localhost:0",
             service=WorkerService(authorization=POLICY),
-            tls=ServerTls(cert_file=tls_material.server.cert, key_file=tls_material.server.key,
-                          client_ca_file=tls_material.ca),
+            tls=ServerTls(
+                cert_file=tls_material.server.cert,
+                key_file=tls_material.server.key,
+                client_ca_file=tls_material.ca,
+            ),
         )
         # Act
         async with WorkerConnection(server.address, tls=client(tls_material, identity)) as c:
@@ -63,9 +69,13 @@ class TestMethodAuthorization:
         """Given the same worker, when `autoscaler` stops it unconditionally, then it stops."""
         # Arrange
         server = await start_server(
-            "localhost:0", service=WorkerService(authorization=POLICY),
-            tls=ServerTls(cert_file=tls_material.server.cert, key_file=tls_material.server.key,
-                          client_ca_file=tls_material.ca),
+            "localhost:0",
+            service=WorkerService(authorization=POLICY),
+            tls=ServerTls(
+                cert_file=tls_material.server.cert,
+                key_file=tls_material.server.key,
+                client_ca_file=tls_material.ca,
+            ),
         )
         # Act
         async with WorkerConnection(server.address, tls=client(tls_material, "autoscaler")) as c:
@@ -80,12 +90,19 @@ class TestMethodAuthorization:
         worker keeps serving."""
         # Arrange
         server = await start_server(
-            "localhost:0", service=WorkerService(authorization=POLICY),
-            tls=ServerTls(cert_file=tls_material.server.cert, key_file=tls_material.server.key,
-                          client_ca_file=tls_material.ca),
+            "localhost:0",
+            service=WorkerService(authorization=POLICY),
+            tls=ServerTls(
+                cert_file=tls_material.server.cert,
+                key_file=tls_material.server.key,
+                client_ca_file=tls_material.ca,
+            ),
         )
-        tls = (client(tls_material, None) if case == "no_certificate"
-               else client(tls_material, "autoscaler", ca=tls_material.other_ca))
+        tls = (
+            client(tls_material, None)
+            if case == "no_certificate"
+            else client(tls_material, "autoscaler", ca=tls_material.other_ca)
+        )
         # Act
         async with WorkerConnection(server.address, tls=tls) as connection:
             with pytest.raises(TransientRpcError) as raised:

@@ -128,15 +128,34 @@ class TestWorkerCli:
         worker logs both decisions with the caller's identity, idle and grace, and exits 0."""
         # Arrange
         process, address = start_worker(
-            "--listen", "localhost:0", "--tls-cert", tls_material.server.cert,
-            "--tls-key", tls_material.server.key, "--tls-client-ca", tls_material.ca,
-            "--allow-stop", "autoscaler",
+            "--listen",
+            "localhost:0",
+            "--tls-cert",
+            tls_material.server.cert,
+            "--tls-key",
+            tls_material.server.key,
+            "--tls-client-ca",
+            tls_material.ca,
+            "--allow-stop",
+            "autoscaler",
         )
 
         def stop_as(identity: str):
             files = tls_material.clients[identity]
-            return run_cli(["stop", address, "--grace", "2s", "--tls-ca", tls_material.ca,
-                            "--tls-cert", files.cert, "--tls-key", files.key])
+            return run_cli(
+                [
+                    "stop",
+                    address,
+                    "--grace",
+                    "2s",
+                    "--tls-ca",
+                    tls_material.ca,
+                    "--tls-cert",
+                    files.cert,
+                    "--tls-key",
+                    files.key,
+                ]
+            )
 
         # Act
         denied = stop_as("exporter")

@@ -234,7 +234,7 @@ class TestWorkerService:
         stopped and cancelled."""
         # Arrange
         outcomes = set()
-        for _ in range(10):
+        for _ in range(30):
             server = await start_server()
             connection = WorkerConnection(server.address)
             # Act

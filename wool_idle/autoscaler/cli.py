@@ -18,6 +18,7 @@ from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import DEFAULT_MAX_STOPS_PER_CYCLE, PolicySettings
 from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
 from wool_idle.http import AUTOSCALER_PORT, EXPORTER_METRICS_URL, start_site
+from wool_idle.webconfig import WebConfig
 from wool_idle.worker import DEFAULT_GRACE
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -144,6 +145,7 @@ def register(subparsers: Any) -> None:
         help=f"HTTP host:port of /metrics and /decisions (default {DEFAULT_LISTEN})",
     )
     options.add_client_tls(parser)
+    options.add_web_config(parser)
     options.add_logging(parser)
     parser.set_defaults(func=run, parser=parser)
 
@@ -170,8 +172,12 @@ def run(args: argparse.Namespace) -> int:
     action = ActionSettings(
         grace=args.grace, rpc_timeout=args.rpc_timeout, tls=options.client_tls(args.parser, args)
     )
+    web = options.web_config(args.parser, args)
+    if args.web_config_check:
+        print(f"{args.web_config_file}: OK")
+        return 0
     logs.configure(args.log_format, args.log_level)
-    return asyncio.run(_main(args, policy, action))
+    return asyncio.run(_main(args, policy, action, web))
 
 
 def _source(args: argparse.Namespace, session: aiohttp.ClientSession) -> Source:
@@ -184,7 +190,9 @@ def _source(args: argparse.Namespace, session: aiohttp.ClientSession) -> Source:
     )
 
 
-async def _main(args: argparse.Namespace, policy: PolicySettings, action: ActionSettings) -> int:
+async def _main(
+    args: argparse.Namespace, policy: PolicySettings, action: ActionSettings, web: WebConfig
+) -> int:
     registry = CollectorRegistry(auto_describe=False)
     async with aiohttp.ClientSession() as session:
         autoscaler = Autoscaler(
@@ -196,7 +204,7 @@ async def _main(args: argparse.Namespace, policy: PolicySettings, action: Action
         if args.once:
             return 0 if await autoscaler.cycle() else EXIT_SOURCE_FAILED
         try:
-            runner, bound = await start_site(create_app(autoscaler, registry), args.listen)
+            runner, base = await start_site(create_app(autoscaler, registry), args.listen, web)
         except OSError as error:
             log.error("cannot listen on %s: %s", args.listen, error)
             return 1
@@ -204,13 +212,13 @@ async def _main(args: argparse.Namespace, policy: PolicySettings, action: Action
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, autoscaler.stopping.set)
         log.info(
-            "autoscaler reading %s, max idle %.1fs%s; metrics on http://%s/metrics",
+            "autoscaler reading %s, max idle %.1fs%s; metrics on %s/metrics",
             autoscaler.source.description,
             policy.max_idle,
             " (dry run)" if policy.dry_run else "",
-            bound,
+            base,
         )
-        print(f"http://{bound}/metrics", flush=True)
+        print(f"{base}/metrics", flush=True)
         await autoscaler.run(args.interval)
         await runner.cleanup()
     log.info("autoscaler stopped")

@@ -14,6 +14,8 @@ from wool_idle.exporter.app import ExporterSettings, create_app, process_registr
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.http import EXPORTER_PORT, start_site
+from wool_idle.webconfig import WebConfig
+from wool_idle.worker import ClientTls
 
 log = logging.getLogger("wool_idle.exporter")
 
@@ -70,6 +72,7 @@ def register(subparsers: Any) -> None:
         help="idle RPCs in flight at once",
     )
     options.add_client_tls(parser)
+    options.add_web_config(parser)
     options.add_logging(parser)
     parser.set_defaults(func=run, parser=parser)
 
@@ -77,18 +80,24 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the exporter until SIGTERM or SIGINT."""
     tls = options.client_tls(args.parser, args)
+    web = options.web_config(args.parser, args)
+    if args.web_config_check:
+        print(f"{args.web_config_file}: OK")
+        return 0
     logs.configure(args.log_format, args.log_level)
     targets = TargetSet(static=tuple(Target(a) for a in args.target), path=args.targets_file)
     targets.reload(force=True)
-    return asyncio.run(_serve(args, targets, tls))
+    return asyncio.run(_serve(args, targets, tls, web))
 
 
-async def _serve(args: argparse.Namespace, targets: TargetSet, tls: Any) -> int:
+async def _serve(
+    args: argparse.Namespace, targets: TargetSet, tls: ClientTls | None, web: WebConfig
+) -> int:
     prober = Prober(tls=tls, timeout=args.timeout, concurrency=args.concurrency)
     settings = ExporterSettings(timeout=args.timeout, timeout_offset=args.timeout_offset)
     app = create_app(targets, prober, process_registry(), settings)
     try:
-        runner, bound = await start_site(app, args.listen)
+        runner, base = await start_site(app, args.listen, web)
     except OSError as error:
         log.error("cannot listen on %s: %s", args.listen, error)
         return 1
@@ -98,8 +107,8 @@ async def _serve(args: argparse.Namespace, targets: TargetSet, tls: Any) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     refresher = asyncio.ensure_future(_refresh(targets, args.targets_refresh))
-    log.info("exporter listening on http://%s/metrics with %d targets", bound, len(targets.all()))
-    print(f"http://{bound}/metrics", flush=True)
+    log.info("exporter listening on %s/metrics with %d targets", base, len(targets.all()))
+    print(f"{base}/metrics", flush=True)
     await stop.wait()
     refresher.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -9,7 +9,7 @@ from typing import Any, Final, TypeVar
 import cloudpickle
 import grpc
 
-from wool_idle.exceptions import DispatchRejected, WoolError, rpc_error
+from wool_idle.exceptions import DispatchRejected, TransientRpcError, WoolError, rpc_error
 from wool_idle.proto import DISPATCH, IDLE, STOP, IdleTime, Request, Response, StopRequest, Void
 from wool_idle.worker.address import parse_address
 from wool_idle.worker.channels import ChannelKey, pool
@@ -112,7 +112,9 @@ class WorkerConnection:
 
         Raises ``DispatchRejected`` if the worker refused the task before
         tracking it, the task's own exception if it raised, and RPC errors as
-        mapped in ``wool_idle.exceptions``.
+        mapped in ``wool_idle.exceptions``; a call cancelled by a closing
+        worker before it acknowledged the task is a ``TransientRpcError``
+        too (the task never started).
         """
         call = self._get_channel().stream_stream(
             DISPATCH,
@@ -123,9 +125,20 @@ class WorkerConnection:
             task_id=str(uuid.uuid4()), task=cloudpickle.dumps((function, args, kwargs))
         )
         stream = call(iter([request]))
+        responses: list[Response] = []
         try:
-            responses = [response async for response in stream]
+            async for response in stream:
+                responses.append(response)
         except grpc.aio.AioRpcError as error:
+            if not responses and error.code() is grpc.StatusCode.CANCELLED:
+                # The worker closed before it accepted the task (a server that
+                # shuts down cancels calls it never handed to a handler): the
+                # task did not start, so this is as retryable as UNAVAILABLE.
+                raise TransientRpcError(
+                    "dispatch",
+                    error.code(),
+                    f"worker closed before accepting the task: {error.details()}",
+                ) from error
             raise rpc_error("dispatch", error) from error
         result: T = _unwrap(responses)
         return result
