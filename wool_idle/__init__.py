@@ -8,6 +8,7 @@ from wool_idle.exceptions import (
     IdleUnavailable,
     RpcError,
     StopRefused,
+    TaskCancelled,
     TransientRpcError,
     WoolError,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "IdleUnavailable",
     "RpcError",
     "StopRefused",
+    "TaskCancelled",
     "TransientRpcError",
     "WoolError",
     "__version__",

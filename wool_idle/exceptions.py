@@ -6,6 +6,8 @@
      +-- IdleUnavailable           the worker predates the idle RPC (UNIMPLEMENTED):
      |                             a missing capability, never an RPC-health fault
      +-- DispatchRejected          the worker refused a task before tracking it (Nack)
+     +-- TaskCancelled             the worker cancelled a task it had accepted (a stop
+     |                             whose grace ran out)
      +-- RpcError                  an RPC failed with a status code
           +-- TransientRpcError    the code is in TRANSIENT_CODES: retry elsewhere/later
           +-- StopRefused          a conditional stop the worker declined because it
@@ -41,6 +43,10 @@ class DispatchRejected(WoolError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class TaskCancelled(WoolError):
+    """The worker cancelled a task it had accepted: a stop's grace ran out."""
 
 
 class RpcError(WoolError):

@@ -13,7 +13,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.tasks import echo, gated, not_a_coroutine, sleep_for
 
-from wool_idle.exceptions import DispatchRejected, StopRefused, TransientRpcError
+from wool_idle.exceptions import (
+    DispatchRejected,
+    StopRefused,
+    TaskCancelled,
+    TransientRpcError,
+)
 from wool_idle.proto import DISPATCH, Request, Response
 from wool_idle.worker import WorkerConnection, WorkerService
 
@@ -146,7 +151,7 @@ class TestWorkerService:
         if expect_completed:
             assert outcome == [1.0]
         else:
-            assert isinstance(outcome[0], asyncio.CancelledError)
+            assert isinstance(outcome[0], TaskCancelled)
         assert server.service.stopped.is_set()
         await connection.close()
 

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeAlias
 import cloudpickle
 import grpc
 
+from wool_idle.exceptions import TaskCancelled
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
 from wool_idle.worker.docket import Docket
@@ -179,7 +180,7 @@ async def _outcome(task: asyncio.Task[Any]) -> Response:
         task.cancel()
         raise
     if task.cancelled():
-        return Response(exception=_pickle(asyncio.CancelledError("task cancelled by worker")))
+        return Response(exception=_pickle(TaskCancelled("task cancelled by worker shutdown")))
     error = task.exception()
     if error is not None:
         return Response(exception=_pickle(error))
