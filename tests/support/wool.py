@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -28,13 +29,15 @@ def wool_env(version: str, *, with_wool_idle: bool = False) -> WoolEnv:
     directory = CACHE / name
     python = directory / "bin" / "python"
     stamp = directory / ".installed"
-    if not stamp.exists():
+    # wool-idle's dependencies change with pyproject.toml: reinstall when it does.
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if not stamp.exists() or (with_wool_idle and stamp.read_text() != wanted):
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(directory)], check=True)
         packages = [f"wool=={version}"] + (["-e", str(ROOT)] if with_wool_idle else [])
         subprocess.run(
             [str(python), "-m", "pip", "install", "--quiet", *packages], check=True, timeout=900
         )
-        stamp.touch()
+        stamp.write_text(wanted)
     return WoolEnv(version, str(python))
 
 
