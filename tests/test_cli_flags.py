@@ -156,7 +156,7 @@ class TestBadFlags:
         for name, parser in subcommands().items():
             for action in parser._actions:
                 for option in action.option_strings:
-                    if option.startswith("--") and option != "--help":
-                        if (name, option) not in covered | NO_BAD_VALUE:
-                            missing.append((name, option))
+                    flag = option.startswith("--") and option != "--help"
+                    if flag and (name, option) not in covered | NO_BAD_VALUE:
+                        missing.append((name, option))
         assert missing == []

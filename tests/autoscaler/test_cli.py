@@ -7,7 +7,6 @@ import json
 import signal
 import urllib.request
 
-import pytest
 from support.metrics import samples
 from support.processes import run_cli, spawn_cli
 

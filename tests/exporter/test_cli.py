@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.metrics import by_worker, samples
-from support.processes import run_cli, spawn_cli
+from support.processes import spawn_cli
 
 
 def scrape(url: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
 from support.processes import run_cli, spawn_cli
 
 
