@@ -12,8 +12,8 @@ demo: $(STAMP)
 test: lint pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check wool_idle tests
-	$(BIN)/ruff format --check wool_idle tests
+	$(BIN)/ruff check wool_idle tests bench
+	$(BIN)/ruff format --check wool_idle tests bench
 	$(BIN)/mypy
 
 pytest: $(STAMP) prometheus

@@ -137,7 +137,9 @@ class TestParsePrometheus:
                 "status": "success",
                 "data": {
                     "resultType": "vector",
-                    "result": [{"metric": {"a": 1}, "value": [1, "1"]}],
+                    "result": [
+                        {"metric": {"__name__": "wool_worker_up", "worker": 1}, "value": [1, "1"]}
+                    ],
                 },
             },
             {

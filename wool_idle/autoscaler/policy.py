@@ -37,6 +37,8 @@ class Verdict(StrEnum):
     RATE_LIMIT = "rate_limit"
 
 
+_RANKED: Final = frozenset({Verdict.STOP, Verdict.DRY_RUN, Verdict.MIN_WORKERS, Verdict.RATE_LIMIT})
+
 CANDIDATE_VERDICTS: Final = frozenset(
     {Verdict.STOP, Verdict.DRY_RUN, Verdict.COOLDOWN, Verdict.MIN_WORKERS, Verdict.RATE_LIMIT}
 )
@@ -166,11 +168,9 @@ def plan(
             verdicts[reading.worker] = Verdict.RATE_LIMIT
         else:
             verdicts[reading.worker] = Verdict.DRY_RUN if settings.dry_run else Verdict.STOP
-    order = {r.worker: i for i, r in enumerate(candidates)}
-    decisions = tuple(
-        Decision(w, latest[w].idle, verdicts[w])
-        for w in sorted(latest, key=lambda w: (order.get(w, len(order)), w))
-    )
+    first = [r.worker for r in candidates]
+    rest = [w for w in latest if verdicts[w] not in _RANKED]
+    decisions = tuple(Decision(w, latest[w].idle, verdicts[w]) for w in first + rest)
     stopping = frozenset(d.worker for d in decisions if d.verdict is Verdict.STOP)
     return Plan(decisions, PolicyState(streaks, cooldowns, retiring | stopping))
 

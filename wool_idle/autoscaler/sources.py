@@ -11,7 +11,7 @@ import asyncio
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 import aiohttp
@@ -23,6 +23,7 @@ IDLE: Final = "wool_worker_idle_seconds"
 UP: Final = "wool_worker_up"
 SUPPORTED: Final = "wool_worker_idle_supported"
 WORKER: Final = "worker"
+SERIES: Final = frozenset({IDLE, UP, SUPPORTED})
 _LABEL_NAME: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -62,71 +63,64 @@ class Source(Protocol):
 
 
 @dataclass
-class _Worker:
-    idle: float | None = None
-    has_idle: bool = False
-    up: float | None = None
-    supported: float | None = None
-    age: float = 0.0
-    alerting: bool = True
+class _Series:
+    """Raw sample values by series name, then by worker (values not yet checked)."""
+
+    values: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {IDLE: {}, UP: {}, SUPPORTED: {}}
+    )
+    ages: dict[str, Any] = field(default_factory=dict)
+
+    def readings(self) -> list[Reading]:
+        """One reading per worker seen in any series."""
+        idle, up, supported = self.values[IDLE], self.values[UP], self.values[SUPPORTED]
+        workers = dict.fromkeys([*up, *supported, *idle])
+        return [
+            Reading(
+                worker=name,
+                idle=_idle(idle.get(name)),
+                up=_number(up.get(name)) == 1.0,
+                supported=_number(supported.get(name)) == 1.0,
+                age=_age(self.ages.get(name, 0.0)),
+            )
+            for name in workers
+        ]
 
 
 def _number(value: Any) -> float | None:
     """``value`` as a float if it is numeric text or a number, else None."""
     try:
-        number = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return None
-    return number
 
 
-def _readings(workers: Mapping[str, _Worker]) -> list[Reading]:
-    return [
-        Reading(
-            worker=name,
-            idle=w.idle
-            if w.has_idle and w.idle is not None and math.isfinite(w.idle) and w.idle >= 0
-            else None,
-            up=w.up == 1.0,
-            supported=w.supported == 1.0,
-            age=w.age,
-            alerting=w.alerting,
-        )
-        for name, w in sorted(workers.items())
-    ]
+def _idle(value: Any) -> float | None:
+    """A usable idle value (finite, >= 0), else None."""
+    number = _number(value)
+    return number if number is not None and math.isfinite(number) and number >= 0 else None
+
+
+def _age(value: Any) -> float:
+    number = _number(value)
+    return number if number is not None and math.isfinite(number) else math.inf
 
 
 def parse_exposition(text: str, selectors: Sequence[Selector] = ()) -> list[Reading]:
     """Readings from an exporter's exposition text; ``SourceError`` if unparsable."""
-    workers: dict[str, _Worker] = {}
+    series = _Series()
     try:
         for family in text_string_to_metric_families(text):
+            table = series.values.get(family.name)
+            if table is None:
+                continue
             for sample in family.samples:
-                _absorb(workers, sample.name, sample.labels, sample.value, selectors)
+                labels = sample.labels
+                if WORKER in labels and all(s.matches(labels) for s in selectors):
+                    table[labels[WORKER]] = sample.value
     except Exception as error:  # the parser raises several types on bad input
         raise SourceError(f"malformed exposition text: {error}") from None
-    return _readings(workers)
-
-
-def _absorb(
-    workers: dict[str, _Worker],
-    name: str,
-    labels: Mapping[str, str],
-    value: Any,
-    selectors: Sequence[Selector],
-) -> None:
-    if name not in (IDLE, UP, SUPPORTED) or WORKER not in labels:
-        return
-    if not all(s.matches(labels) for s in selectors):
-        return
-    worker = workers.setdefault(labels[WORKER], _Worker())
-    number = _number(value)
-    if name == IDLE:
-        worker.idle, worker.has_idle = number, True
-    elif name == UP:
-        worker.up = number
-    else:
-        worker.supported = number
+    return series.readings()
 
 
 def query(selectors: Sequence[Selector]) -> str:
@@ -141,27 +135,26 @@ def age_query(selectors: Sequence[Selector]) -> str:
     return f"time() - timestamp({IDLE}{{{matchers}}})"
 
 
-def _vector(body: Any) -> list[tuple[Mapping[str, str], Any]]:
-    """The (labels, value) pairs of an instant-vector API response, strictly checked."""
-    if not isinstance(body, Mapping) or body.get("status") != "success":
+def _vector(body: Any) -> list[tuple[dict[str, Any], Any]]:
+    """The (labels, value) pairs of an instant-vector API response, strictly checked.
+
+    Bodies come from ``json.loads``, so objects are exactly ``dict`` and arrays
+    exactly ``list``; exact type checks keep this loop close to the parse floor.
+    """
+    if type(body) is not dict or body.get("status") != "success":
         raise SourceError(f"query failed: {_error_text(body)}")
     data = body.get("data")
-    if not isinstance(data, Mapping) or data.get("resultType") != "vector":
+    if type(data) is not dict or data.get("resultType") != "vector":
         raise SourceError("query did not return an instant vector")
     result = data.get("result")
-    if not isinstance(result, list):
+    if type(result) is not list:
         raise SourceError("query result is not a list")
     pairs = []
     for item in result:
-        if not isinstance(item, Mapping):
-            raise SourceError("query result item is not an object")
-        labels, value = item.get("metric"), item.get("value")
-        if not isinstance(labels, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-        ):
-            raise SourceError("query result item has malformed labels")
-        if not isinstance(value, list) or len(value) != 2:
-            raise SourceError("query result item has a malformed value")
+        labels = item.get("metric") if type(item) is dict else None
+        value = item.get("value") if type(item) is dict else None
+        if type(labels) is not dict or type(value) is not list or len(value) != 2:
+            raise SourceError("query result item has malformed labels or value")
         pairs.append((labels, value[1]))
     return pairs
 
@@ -174,16 +167,21 @@ def _error_text(body: Any) -> str:
 
 def parse_query_responses(values: Any, ages: Any) -> list[Reading]:
     """Readings from the bodies of ``query`` and ``age_query``; ``SourceError`` if malformed."""
-    workers: dict[str, _Worker] = {}
+    series = _Series()
+    tables = series.values.get  # bound once: this loop runs once per sample
     for labels, value in _vector(values):
-        name = labels.get("__name__", "")
-        _absorb(workers, name, labels, value, ())
+        table = tables(labels.get("__name__"))  # type: ignore[arg-type]
+        if table is None:
+            continue
+        worker = labels.get("worker")
+        if type(worker) is not str:
+            raise SourceError(f"a sample without a string {WORKER!r} label")
+        table[worker] = value
     for labels, value in _vector(ages):
-        worker = workers.get(labels.get(WORKER, ""))
-        age = _number(value)
-        if worker is not None:
-            worker.age = age if age is not None and math.isfinite(age) else math.inf
-    return _readings(workers)
+        worker = labels.get(WORKER)
+        if type(worker) is str:
+            series.ages[worker] = value
+    return series.readings()
 
 
 def parse_alerts_response(body: Any, alert: str) -> set[str]:

@@ -46,6 +46,7 @@ class WorkerConnection:
         self.target = parse_address(target)
         self.key = ChannelKey(self.target, tls, tuple(options))
         self._channel: grpc.aio.Channel | None = None
+        self._calls: _Calls | None = None
 
     async def __aenter__(self) -> WorkerConnection:
         return self
@@ -53,10 +54,12 @@ class WorkerConnection:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def _get_channel(self) -> grpc.aio.Channel:
-        if self._channel is None:
+    def _stubs(self) -> _Calls:
+        """The pooled channel's callables, made once per acquisition (a hot path)."""
+        if self._calls is None:
             self._channel = pool().acquire(self.key)
-        return self._channel
+            self._calls = _Calls(self._channel)
+        return self._calls
 
     async def idle_time(self, timeout: float | None = None) -> float:
         """Return the worker's reported idle seconds, exactly as sent.
@@ -66,13 +69,8 @@ class WorkerConnection:
         ``IdleUnavailable`` if the worker predates the idle RPC.
         """
         check_timeout(timeout)
-        call = self._get_channel().unary_unary(
-            IDLE,
-            request_serializer=Void.SerializeToString,
-            response_deserializer=IdleTime.FromString,
-        )
         try:
-            reply: IdleTime = await call(Void(), timeout=timeout)
+            reply: IdleTime = await self._stubs().idle(Void(), timeout=timeout)
         except grpc.aio.AioRpcError as error:
             raise rpc_error("idle", error) from error
         return float(reply.seconds)
@@ -95,13 +93,8 @@ class WorkerConnection:
         request = StopRequest(timeout=grace)
         if if_idle_for is not None:
             request.if_idle_for = if_idle_for
-        call = self._get_channel().unary_unary(
-            STOP,
-            request_serializer=StopRequest.SerializeToString,
-            response_deserializer=Void.FromString,
-        )
         try:
-            await call(request, timeout=timeout)
+            await self._stubs().stop(request, timeout=timeout)
         except grpc.aio.AioRpcError as error:
             raise rpc_error("stop", error) from error
 
@@ -116,15 +109,10 @@ class WorkerConnection:
         worker before it acknowledged the task is a ``TransientRpcError``
         too (the task never started).
         """
-        call = self._get_channel().stream_stream(
-            DISPATCH,
-            request_serializer=Request.SerializeToString,
-            response_deserializer=Response.FromString,
-        )
         request = Request(
             task_id=str(uuid.uuid4()), task=cloudpickle.dumps((function, args, kwargs))
         )
-        stream = call(iter([request]))
+        stream = self._stubs().dispatch(iter([request]))
         responses: list[Response] = []
         try:
             async for response in stream:
@@ -146,8 +134,29 @@ class WorkerConnection:
     async def close(self) -> None:
         """Give the channel back to the pool; the connection may be used again later."""
         if self._channel is not None:
-            self._channel = None
+            self._channel, self._calls = None, None
             await pool().release(self.key)
+
+
+class _Calls:
+    """The three methods of the Worker service on one channel."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.idle = channel.unary_unary(
+            IDLE,
+            request_serializer=Void.SerializeToString,
+            response_deserializer=IdleTime.FromString,
+        )
+        self.stop = channel.unary_unary(
+            STOP,
+            request_serializer=StopRequest.SerializeToString,
+            response_deserializer=Void.FromString,
+        )
+        self.dispatch = channel.stream_stream(
+            DISPATCH,
+            request_serializer=Request.SerializeToString,
+            response_deserializer=Response.FromString,
+        )
 
 
 def _unwrap(responses: list[Response]) -> Any:

@@ -34,7 +34,7 @@ class WorkerServer:
         self.address = ""
         self.health = health.aio.HealthServicer()
         self._server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        self._server.add_generic_rpc_handlers([_handlers(service)])
+        self._server.add_generic_rpc_handlers([worker_handlers(service)])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self._closer: asyncio.Task[None] | None = None
 
@@ -79,7 +79,8 @@ def _bound_address(requested: str, port: int) -> str:
     return f"{host}:{port}"
 
 
-def _handlers(service: WorkerService) -> grpc.GenericRpcHandler:
+def worker_handlers(service: WorkerService) -> grpc.GenericRpcHandler:
+    """The Worker service's method handlers (dispatch, stop, idle) bound to ``service``."""
     return grpc.method_handlers_generic_handler(
         SERVICE,
         {

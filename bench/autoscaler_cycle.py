@@ -1,0 +1,129 @@
+"""Autoscaler: one decision cycle over N workers' series beside the parse floor.
+
+    python -m bench.autoscaler_cycle [--workers 10000] [--repeats 15] [--quick]
+
+Inputs are made once: the exporter's exposition text for N workers (rendered
+by the exporter's own collector) and Prometheus API JSON bodies for the same
+fleet. A cycle is: read the input into readings, then plan. The floor is
+parsing the same input with the same library and touching every sample
+(prometheus-client's text parser; json.loads). Runs alternate. Ratios last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.support import machine
+from wool_idle.autoscaler.policy import PolicySettings, PolicyState, plan
+from wool_idle.autoscaler.sources import parse_exposition, parse_query_responses
+from wool_idle.exporter.collector import ProbeCollector
+from wool_idle.exporter.probe import ErrorReason, ProbeResult
+from wool_idle.exporter.targets import Target
+
+RULE = PolicySettings(max_idle=600.0, min_workers=10, max_stops_per_cycle=5)
+
+
+def fleet(workers: int) -> list[ProbeResult]:
+    rng = random.Random(7)
+    results = []
+    for i in range(workers):
+        target = Target(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:50051", (("pool", "p"),))
+        if i % 50 == 0:
+            results.append(ProbeResult(target, False, False, None, 0.001, ErrorReason.UNAVAILABLE))
+        else:
+            results.append(ProbeResult(target, True, True, rng.uniform(0, 1200), 0.001))
+    return results
+
+
+def exposition(results: list[ProbeResult]) -> str:
+    return generate_latest(ProbeCollector(results)).decode()
+
+
+def api_bodies(results: list[ProbeResult]) -> tuple[str, str]:
+    def vector(items: list[tuple[dict[str, str], float]]) -> str:
+        return json.dumps(
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "vector",
+                    "result": [
+                        {"metric": labels, "value": [1.7e9, repr(value)]} for labels, value in items
+                    ],
+                },
+            }
+        )
+
+    values, ages = [], []
+    for r in results:
+        labels = r.target.label_dict()
+        if r.idle is not None:
+            values.append(({"__name__": "wool_worker_idle_seconds", **labels}, r.idle))
+            ages.append((labels, 0.5))
+        values.append(({"__name__": "wool_worker_up", **labels}, float(r.up)))
+        values.append(({"__name__": "wool_worker_idle_supported", **labels}, float(r.supported)))
+    return vector(values), vector(ages)
+
+
+def timed(work: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def text_floor(text: str) -> None:
+    for family in text_string_to_metric_families(text):
+        for _ in family.samples:
+            pass
+
+
+def text_cycle(text: str) -> None:
+    plan(parse_exposition(text), PolicyState(), RULE, 0.0)
+
+
+def json_floor(values: str, ages: str) -> None:
+    json.loads(values)
+    json.loads(ages)
+
+
+def json_cycle(values: str, ages: str) -> None:
+    plan(parse_query_responses(json.loads(values), json.loads(ages)), PolicyState(), RULE, 0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="1,000 workers, 3 repeats")
+    args = parser.parse_args()
+    workers, repeats = (1000, 3) if args.quick else (args.workers, args.repeats)
+    results = fleet(workers)
+    text = exposition(results)
+    values, ages = api_bodies(results)
+    print(
+        f"machine: {machine()}; {workers} workers; exposition {len(text) / 1e6:.1f} MB, "
+        f"API JSON {(len(values) + len(ages)) / 1e6:.1f} MB; {repeats} repeats"
+    )
+    times: dict[str, list[float]] = {k: [] for k in ("text_floor", "text", "json_floor", "json")}
+    for _ in range(repeats):
+        times["text_floor"].append(timed(lambda: text_floor(text)))
+        times["text"].append(timed(lambda: text_cycle(text)))
+        times["json_floor"].append(timed(lambda: json_floor(values, ages)))
+        times["json"].append(timed(lambda: json_cycle(values, ages)))
+    median = {k: statistics.median(v) for k, v in times.items()}
+    for key, seconds in median.items():
+        print(f"  {key:>10}: median {seconds * 1e3:8.1f} ms")
+    print("ratios (cycle / parse floor, median):")
+    print(f"  exposition text: {median['text'] / median['text_floor']:.2f}x")
+    print(f"  Prometheus API JSON: {median['json'] / median['json_floor']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
