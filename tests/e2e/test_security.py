@@ -7,15 +7,11 @@ import asyncio
 
 import pytest
 from support.processes import run_cli, spawn_cli
+from support.tls import client_flags
 
 from wool_idle.worker import ClientTls, LocalWorker, WorkerConnection
 
 pytestmark = pytest.mark.e2e
-
-
-def tls_flags(tls_material, identity: str) -> list[str]:
-    files = tls_material.clients[identity]
-    return ["--tls-ca", tls_material.ca, "--tls-cert", files.cert, "--tls-key", files.key]
 
 
 class TestSecureFleet:
@@ -46,7 +42,7 @@ class TestSecureFleet:
                 "127.0.0.1:0",
                 "--target",
                 address,
-                *tls_flags(tls_material, "exporter"),
+                *client_flags(tls_material, "exporter"),
             ]
         )
         url = exporter.stdout.readline().strip()
@@ -65,7 +61,9 @@ class TestSecureFleet:
         ]
         try:
             # Act
-            denied = await asyncio.to_thread(run_cli, [*once, *tls_flags(tls_material, "exporter")])
+            denied = await asyncio.to_thread(
+                run_cli, [*once, *client_flags(tls_material, "exporter")]
+            )
             client = tls_material.clients["exporter"]
             async with WorkerConnection(
                 address,
@@ -73,7 +71,7 @@ class TestSecureFleet:
             ) as c:
                 still_serving = await c.idle_time(timeout=5)
             allowed = await asyncio.to_thread(
-                run_cli, [*once, *tls_flags(tls_material, "autoscaler")]
+                run_cli, [*once, *client_flags(tls_material, "autoscaler")]
             )
             assert worker.process is not None
             status = await asyncio.wait_for(worker.process.wait(), 30)

@@ -26,6 +26,7 @@ class ScriptedWorker:
     hang: bool = False
     delay: float = 0.0
     idle_calls: int = 0
+    peers: list[str] = field(default_factory=list)
     deadlines: list[float | None] = field(default_factory=list)
     stop_requests: list[StopRequest] = field(default_factory=list)
     address: str = ""
@@ -33,6 +34,7 @@ class ScriptedWorker:
 
     async def _idle(self, request: Void, context: Any) -> IdleTime:
         self.idle_calls += 1
+        self.peers.append(context.peer())
         self.deadlines.append(context.time_remaining())
         if self.hang:
             await asyncio.Event().wait()

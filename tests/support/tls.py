@@ -99,3 +99,9 @@ def make_tls_material(directory: Path, client_identities: tuple[str, ...]) -> Tl
         cert = _certificate(identity, ca_name, ca_key, key, [x509.DNSName(identity)], is_ca=False)
         clients[identity] = _write(directory, f"client-{identity}", cert, key)
     return TlsMaterial(ca=ca_path, server=server, clients=clients, other_ca=other_ca)
+
+
+def client_flags(material: TlsMaterial, identity: str) -> list[str]:
+    """The wool-idle client TLS flags presenting ``identity``'s certificate."""
+    files = material.clients[identity]
+    return ["--tls-ca", material.ca, "--tls-cert", files.cert, "--tls-key", files.key]

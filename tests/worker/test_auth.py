@@ -37,23 +37,29 @@ def client(tls_material, identity: str | None, ca: str | None = None) -> ClientT
     )
 
 
+@pytest.fixture
+async def mtls_worker(start_server, tls_material):
+    """A worker over mutual TLS with POLICY's allow-lists."""
+    return await start_server(
+        "localhost:0",
+        service=WorkerService(authorization=POLICY),
+        tls=ServerTls(
+            cert_file=tls_material.server.cert,
+            key_file=tls_material.server.key,
+            client_ca_file=tls_material.ca,
+        ),
+    )
+
+
 class TestMethodAuthorization:
     @pytest.mark.parametrize("identity", list(EXPECTED))
-    async def test_identity_method_matrix(self, start_server, tls_material, identity: str) -> None:
+    async def test_identity_method_matrix(self, mtls_worker, tls_material, identity: str) -> None:
         """Given a worker over mutual TLS allowing stop to `autoscaler` and dispatch to
         `caller`, when each identity calls idle, dispatch and (conditionally, so an
         allowed stop is refused for not being idle long enough) stop, then each outcome
         is as the allow-lists say and the worker keeps serving."""
         # Arrange
-        server = await start_server(
-            "localhost:0",
-            service=WorkerService(authorization=POLICY),
-            tls=ServerTls(
-                cert_file=tls_material.server.cert,
-                key_file=tls_material.server.key,
-                client_ca_file=tls_material.ca,
-            ),
-        )
+        server = mtls_worker
         # Act
         async with WorkerConnection(server.address, tls=client(tls_material, identity)) as c:
             idle = await outcome(c.idle_time(timeout=5))
@@ -65,18 +71,10 @@ class TestMethodAuthorization:
         assert stop == ("FAILED_PRECONDITION" if expected_stop == "ok" else expected_stop)
         assert not server.service.stopping.is_set()
 
-    async def test_allowed_identity_stops(self, start_server, tls_material) -> None:
+    async def test_allowed_identity_stops(self, mtls_worker, tls_material) -> None:
         """Given the same worker, when `autoscaler` stops it unconditionally, then it stops."""
         # Arrange
-        server = await start_server(
-            "localhost:0",
-            service=WorkerService(authorization=POLICY),
-            tls=ServerTls(
-                cert_file=tls_material.server.cert,
-                key_file=tls_material.server.key,
-                client_ca_file=tls_material.ca,
-            ),
-        )
+        server = mtls_worker
         # Act
         async with WorkerConnection(server.address, tls=client(tls_material, "autoscaler")) as c:
             await c.stop(1.0)
@@ -84,20 +82,12 @@ class TestMethodAuthorization:
         assert server.service.stopped.is_set()
 
     @pytest.mark.parametrize("case", ["no_certificate", "other_ca"])
-    async def test_handshake_refused(self, start_server, tls_material, case: str) -> None:
+    async def test_handshake_refused(self, mtls_worker, tls_material, case: str) -> None:
         """Given a worker requiring client certificates, when a client without one (or
         trusting another CA) calls idle, then the call fails as unavailable and the
         worker keeps serving."""
         # Arrange
-        server = await start_server(
-            "localhost:0",
-            service=WorkerService(authorization=POLICY),
-            tls=ServerTls(
-                cert_file=tls_material.server.cert,
-                key_file=tls_material.server.key,
-                client_ca_file=tls_material.ca,
-            ),
-        )
+        server = mtls_worker
         tls = (
             client(tls_material, None)
             if case == "no_certificate"

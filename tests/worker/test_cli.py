@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from support.processes import run_cli, spawn_cli
+from support.tls import client_flags
 
 
 def start_worker(*args: str) -> tuple[object, str]:
@@ -14,6 +15,19 @@ def start_worker(*args: str) -> tuple[object, str]:
     address = process.stdout.readline().strip()
     assert address, process.stderr.read() if process.stderr else ""
     return process, address
+
+
+def server_mtls_flags(material) -> list[str]:
+    return [
+        "--listen",
+        "localhost:0",
+        "--tls-cert",
+        material.server.cert,
+        "--tls-key",
+        material.server.key,
+        "--tls-client-ca",
+        material.ca,
+    ]
 
 
 class TestWorkerCli:
@@ -77,45 +91,12 @@ class TestWorkerCli:
         """Given a worker requiring client certificates, when polled with and without
         one, then only the client with a certificate gets an answer."""
         # Arrange
-        client = tls_material.clients["exporter"]
-        process, address = start_worker(
-            "--listen",
-            "localhost:0",
-            "--tls-cert",
-            tls_material.server.cert,
-            "--tls-key",
-            tls_material.server.key,
-            "--tls-client-ca",
-            tls_material.ca,
-        )
+        process, address = start_worker(*server_mtls_flags(tls_material))
+        exporter = client_flags(tls_material, "exporter")
         # Act
-        with_cert = run_cli(
-            [
-                "idle",
-                address,
-                "--tls-ca",
-                tls_material.ca,
-                "--tls-cert",
-                client.cert,
-                "--tls-key",
-                client.key,
-            ]
-        )
+        with_cert = run_cli(["idle", address, *exporter])
         without_cert = run_cli(["idle", address, "--tls-ca", tls_material.ca, "--timeout", "2s"])
-        run_cli(
-            [
-                "stop",
-                address,
-                "--grace",
-                "1s",
-                "--tls-ca",
-                tls_material.ca,
-                "--tls-cert",
-                client.cert,
-                "--tls-key",
-                client.key,
-            ]
-        )
+        run_cli(["stop", address, "--grace", "1s", *exporter])
         # Assert
         assert with_cert.returncode == 0
         assert without_cert.returncode == 4
@@ -127,33 +108,12 @@ class TestWorkerCli:
         worker logs both decisions with the caller's identity, idle and grace, and exits 0."""
         # Arrange
         process, address = start_worker(
-            "--listen",
-            "localhost:0",
-            "--tls-cert",
-            tls_material.server.cert,
-            "--tls-key",
-            tls_material.server.key,
-            "--tls-client-ca",
-            tls_material.ca,
-            "--allow-stop",
-            "autoscaler",
+            *server_mtls_flags(tls_material), "--allow-stop", "autoscaler"
         )
 
         def stop_as(identity: str):
-            files = tls_material.clients[identity]
             return run_cli(
-                [
-                    "stop",
-                    address,
-                    "--grace",
-                    "2s",
-                    "--tls-ca",
-                    tls_material.ca,
-                    "--tls-cert",
-                    files.cert,
-                    "--tls-key",
-                    files.key,
-                ]
+                ["stop", address, "--grace", "2s", *client_flags(tls_material, identity)]
             )
 
         # Act

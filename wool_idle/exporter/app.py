@@ -20,7 +20,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
-from wool_idle.exporter.probe import ADHOC_TTL, Prober, ProbeResult
+from wool_idle.exporter.probe import Prober, ProbeResult
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.http import render_metrics
 from wool_idle.worker.address import parse_address
@@ -91,9 +91,9 @@ def create_app(
             raise web.HTTPBadRequest(text=f"{error}\n") from None
         known = {t.address: t for t in targets.all()}
         target = known.get(address, Target(address))
-        await prober.sync(targets.all(), keep_for=ADHOC_TTL)
+        await prober.sync(targets.all())
         budget = scrape_budget(request, settings)
-        result = await prober.probe(target, time.monotonic() + budget)
+        result = await prober.probe_adhoc(target, time.monotonic() + budget)
         return render_metrics(request, ProbeCollector([result]))
 
     async def landing(request: web.Request) -> web.Response:

@@ -58,9 +58,11 @@ class ProbeResult:
 class Prober:
     """Probes targets over persistent pooled connections, with bounded concurrency.
 
-    ``sync`` opens connections for new targets and closes those of removed
-    ones. ``fan_out`` probes every target; concurrent calls share the fan-out
-    already in flight (so HA Prometheus pairs do not double the load).
+    Connections open on first use. ``sync`` closes those of targets that left
+    the configured set at once, and those ``/probe`` opened for unconfigured
+    targets once unused for ``ADHOC_TTL``. ``fan_out`` probes every target;
+    concurrent calls share the fan-out already in flight (so HA Prometheus
+    pairs do not double the load).
     """
 
     def __init__(self, *, tls: ClientTls | None, timeout: float, concurrency: int) -> None:
@@ -71,7 +73,7 @@ class Prober:
         self.last_duration = 0.0
         self._semaphore = asyncio.Semaphore(concurrency)
         self._connections: dict[str, WorkerConnection] = {}
-        self._last_used: dict[str, float] = {}
+        self._adhoc_used: dict[str, float] = {}
         self._in_flight: asyncio.Future[list[ProbeResult]] | None = None
 
     def connection(self, address: str) -> WorkerConnection:
@@ -80,21 +82,27 @@ class Prober:
         if found is None:
             found = WorkerConnection(address, tls=self.tls, options=CHANNEL_OPTIONS)
             self._connections[address] = found
-        self._last_used[address] = time.monotonic()
         return found
 
-    async def sync(self, targets: Sequence[Target], *, keep_for: float = 0.0) -> None:
-        """Close the connections of addresses not in ``targets`` and unused for ``keep_for`` s."""
+    async def sync(self, targets: Sequence[Target]) -> None:
+        """Close connections no configured target (nor a recent ``/probe``) needs."""
         wanted = {target.address for target in targets}
-        cutoff = time.monotonic() - keep_for
-        stale = [a for a in self._connections if a not in wanted and self._last_used[a] <= cutoff]
-        for address in stale:
-            del self._last_used[address]
+        cutoff = time.monotonic() - ADHOC_TTL
+        for address in [a for a in self._connections if a not in wanted]:
+            if self._adhoc_used.get(address, -math.inf) > cutoff:
+                continue
+            self._adhoc_used.pop(address, None)
             self.last.pop(address, None)
             await self._connections.pop(address).close()
 
+    async def probe_adhoc(self, target: Target, deadline: float) -> ProbeResult:
+        """``probe`` for ``/probe``: keeps the connection for ``ADHOC_TTL`` after use."""
+        self._adhoc_used[target.address] = time.monotonic()
+        return await self.probe(target, deadline)
+
     async def close(self) -> None:
         """Close every connection."""
+        self._adhoc_used.clear()
         await self.sync(())
 
     async def fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:

@@ -21,11 +21,10 @@ DEFAULT_GRACE: Final = 30.0
 """Seconds a worker drains in-flight tasks on stop unless told otherwise."""
 
 
-def check_timeout(timeout: float | None) -> float | None:
-    """Return ``timeout`` if it is None or positive, else raise ``ValueError``."""
+def check_timeout(timeout: float | None) -> None:
+    """Raise ``ValueError`` unless ``timeout`` is None or positive."""
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be positive or None, got {timeout!r}")
-    return timeout
 
 
 class WorkerConnection:
@@ -45,7 +44,6 @@ class WorkerConnection:
     ) -> None:
         self.target = parse_address(target)
         self.key = ChannelKey(self.target, tls, tuple(options))
-        self._channel: grpc.aio.Channel | None = None
         self._calls: _Calls | None = None
 
     async def __aenter__(self) -> WorkerConnection:
@@ -57,8 +55,7 @@ class WorkerConnection:
     def _stubs(self) -> _Calls:
         """The pooled channel's callables, made once per acquisition (a hot path)."""
         if self._calls is None:
-            self._channel = pool().acquire(self.key)
-            self._calls = _Calls(self._channel)
+            self._calls = _Calls(pool().acquire(self.key))
         return self._calls
 
     async def idle_time(self, timeout: float | None = None) -> float:
@@ -133,8 +130,8 @@ class WorkerConnection:
 
     async def close(self) -> None:
         """Give the channel back to the pool; the connection may be used again later."""
-        if self._channel is not None:
-            self._channel, self._calls = None, None
+        if self._calls is not None:
+            self._calls = None
             await pool().release(self.key)
 
 

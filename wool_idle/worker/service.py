@@ -33,8 +33,6 @@ Backpressure = Callable[["WorkerService"], bool]
 Context: TypeAlias = Any
 """``grpc.aio.ServicerContext``; grpcio ships no type information."""
 
-WAIT_FOREVER: Final = -1.0
-
 
 class WorkerService:
     """Runs dispatched coroutine functions and answers ``idle`` and ``stop``.
