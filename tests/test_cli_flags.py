@@ -134,6 +134,16 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
+BAD_ENVIRONMENT = [
+    ("WOOL_IDLE_TIMEOUT", "-3", ["idle", *A], "--timeout"),
+    ("WOOL_IDLE_LOG_FORMAT", "xml", ["exporter"], "--log-format"),
+    ("WOOL_IDLE_LOG_LEVEL", "loud", ["worker"], "--log-level"),
+    ("WOOL_IDLE_TARGET", "good:1,bad", ["exporter"], "--target"),
+    ("WOOL_IDLE_MAX_IDLE", "banana", ["autoscaler", "--once"], "--max-idle"),
+    ("WOOL_IDLE_SELECTOR", "pool", [*SCALE], "--selector"),
+]
+
+
 class TestBadFlags:
     @pytest.mark.parametrize(("args", "flag"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
     def test_bad_value_exits_2_naming_flag(self, args: list[str], flag: str, capsys) -> None:
@@ -147,6 +157,24 @@ class TestBadFlags:
         assert exited.value.code == 2
         assert len(err.strip().splitlines()) == 1, err
         assert flag in err
+
+    @pytest.mark.parametrize(
+        ("variable", "value", "args", "flag"), BAD_ENVIRONMENT, ids=[v for v, *_ in BAD_ENVIRONMENT]
+    )
+    def test_bad_environment_value_exits_2_naming_flag(
+        self, variable: str, value: str, args: list[str], flag: str, capsys, monkeypatch
+    ) -> None:
+        """Given a bad value in a flag's environment variable, when the command parses,
+        then it exits 2 with one line naming the flag."""
+        # Arrange
+        monkeypatch.setenv(variable, value)
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main(args)
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert len(err.strip().splitlines()) == 1 and flag in err
 
     def test_table_covers_every_flag(self) -> None:
         """Given every subcommand's parser, then each of its flags has a bad-input case

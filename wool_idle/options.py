@@ -148,17 +148,34 @@ def add(
     variable = env_name(flag)
     raw = os.environ.get(variable)
     if raw is not None:
-        if kwargs.get("action") == "append":
-            convert = kwargs.get("type", str)
-            try:
-                default = [convert(item) for item in raw.split(",") if item.strip()]
-            except argparse.ArgumentTypeError as error:
-                parser.error(f"argument {flag} (from {variable}): {error}")
-        elif kwargs.get("action") == "store_true":
-            default = raw.strip().lower() in {"1", "true", "yes", "on"}
-        else:
-            default = raw
+        default = _from_environment(parser, flag, variable, raw, kwargs)
     parser.add_argument(flag, default=default, help=f"{help} [env {variable}]", **kwargs)
+
+
+def _from_environment(
+    parser: Any, flag: str, variable: str, raw: str, kwargs: dict[str, Any]
+) -> Any:
+    """The default ``raw`` gives ``flag``; exits 2 naming both when it is invalid.
+
+    Single values stay text: argparse converts a text default through the
+    flag's ``type`` itself, and reports a bad one against the flag.
+    """
+    fail = getattr(parser, "error", None) or parser._container.error  # groups have no error()
+    if kwargs.get("action") == "store_true":
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if kwargs.get("action") == "append":
+        convert = kwargs.get("type", str)
+        try:
+            return [convert(item) for item in raw.split(",") if item.strip()]
+        except argparse.ArgumentTypeError as error:
+            fail(f"argument {flag} (from {variable}): {error}")
+    choices = kwargs.get("choices")
+    if choices is not None and raw not in choices:
+        fail(
+            f"argument {flag} (from {variable}): invalid choice {raw!r} "
+            f"(choose from {', '.join(choices)})"
+        )
+    return raw
 
 
 def add_logging(parser: argparse.ArgumentParser) -> None:

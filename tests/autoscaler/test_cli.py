@@ -105,12 +105,3 @@ class TestAutoscalerCli:
         assert any(d["worker"] == address and d["result"] == "stopped" for d in decisions)
         assert status == 0
         assert any("result=stopped" in line["message"] for line in log_lines)
-
-
-class TestAutoscalerCliBadInput:
-    def test_bad_environment_value(self) -> None:
-        """Given WOOL_IDLE_MAX_IDLE=banana, when started, then exit 2 naming --max-idle."""
-        # Act
-        result = run_cli(["autoscaler", "--once"], env={"WOOL_IDLE_MAX_IDLE": "banana"})
-        # Assert
-        assert result.returncode == 2 and "--max-idle" in result.stderr

@@ -134,14 +134,3 @@ class TestWorkerCli:
         # Assert
         assert result.returncode == 4
         assert "UNAVAILABLE" in result.stderr
-
-
-class TestWorkerCliBadInput:
-    def test_bad_environment_value_exits_2_naming_flag(self) -> None:
-        """Given a bad value in a flag's environment variable, when the command runs,
-        then it exits 2 naming the flag."""
-        # Act
-        result = run_cli(["idle", "127.0.0.1:1"], env={"WOOL_IDLE_TIMEOUT": "-3"})
-        # Assert
-        assert result.returncode == 2
-        assert "--timeout" in result.stderr
