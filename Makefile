@@ -23,7 +23,8 @@ prometheus:
 	@scripts/ensure-prometheus
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	for name in exporter_fanout scrapers worker autoscaler_cycle; do \
+	  echo "### python -m bench.$$name"; $(BIN)/python -m bench.$$name || exit 1; done
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -111,6 +111,10 @@ def main() -> None:
         f"(achieved poll rate {statistics.median(rates):.0f} Hz)"
     )
     print(
+        f"throughput polled (empty RPC instead): "
+        f"{', '.join(f'{t:.0f}' for t, _ in empty_polled)} tasks/s"
+    )
+    print(
         f"idle RPC under load:  p50 {percentile(idle_ms, 50):.2f} ms, "
         f"p99 {percentile(idle_ms, 99):.2f} ms ({len(idle_ms)} calls)"
     )
