@@ -70,12 +70,13 @@ class TestDemo:
 class TestTable:
     def test_rows_states(self) -> None:
         """Given idle values, exits and decisions, when rows are built, then each
-        worker's state follows: stopped, busy (0), idle (>0), unknown (no value)."""
+        worker's state follows: stopped, busy (idle < 0.5 s: between tasks), idle,
+        unknown (no value)."""
         # Act
         rows = table.rows(
-            {"a:1": "busy", "b:1": "idle", "c:1": "idle", "d:1": "idle"},
+            {"a:1": "busy", "b:1": "idle", "c:1": "idle", "d:1": "idle", "e:1": "busy"},
             {"c:1": True},
-            {"a:1": 0.0, "b:1": 4.0},
+            {"a:1": 0.0, "b:1": 4.0, "e:1": 0.004},
             table.last_decisions([{"worker": "c:1", "result": "stopped", "verdict": "stop"}]),
         )
         # Assert
@@ -84,4 +85,5 @@ class TestTable:
             ("idle", "-"),
             ("stopped", "stopped"),
             ("unknown", "-"),
+            ("busy", "-"),
         ]

@@ -78,6 +78,7 @@ async def _spawn(*args: str) -> tuple[asyncio.subprocess.Process, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
         stdin=asyncio.subprocess.DEVNULL,
+        start_new_session=True,  # the demo stops it in order; Ctrl-C is not its business
     )
     assert process.stdout is not None
     line = await asyncio.wait_for(process.stdout.readline(), 30)
@@ -95,7 +96,9 @@ class Demo:
         self.roles: dict[str, str] = {}
         self.children: list[asyncio.subprocess.Process] = []
         self.tasks_done = 0
-        self.retired: list[str] = []
+        self.decisions: dict[str, str] = {}
+        self.decisions_url = ""
+        self.banner = ""
         self.interactive = sys.stdout.isatty()
 
     async def run(self) -> int:
@@ -111,17 +114,19 @@ class Demo:
                 for address, role in self.roles.items()
                 if role == "busy"
             ]
-            print(
+            self.decisions_url = autoscaler_url.replace("/metrics", "/decisions")
+            self.banner = (
                 f"exporter metrics:   {exporter_url}\n"
-                f"autoscaler metrics: {autoscaler_url}  (decisions: "
-                f"{autoscaler_url.replace('/metrics', '/decisions')})\n",
-                flush=True,
+                f"autoscaler metrics: {autoscaler_url}  (decisions: {self.decisions_url})\n"
             )
-            await self._watch(exporter_url, autoscaler_url, done)
+            print(self.banner, flush=True)
+            await self._watch(exporter_url, done)
         finally:
             for feeder in feeders:
                 feeder.cancel()
             await asyncio.gather(*feeders, return_exceptions=True)
+            with contextlib.suppress(OSError, ValueError):
+                await asyncio.to_thread(self._read_decisions)
             await self._stop_all()
         return self._summary()
 
@@ -162,34 +167,38 @@ class Demo:
                 except WoolError:
                     await asyncio.sleep(0.5)
 
-    async def _watch(self, exporter_url: str, autoscaler_url: str, done: asyncio.Event) -> None:
+    async def _watch(self, exporter_url: str, done: asyncio.Event) -> None:
         started = time.monotonic()
-        decisions_url = autoscaler_url.replace("/metrics", "/decisions")
         while not done.is_set():
             elapsed = time.monotonic() - started
             if self.args.duration and elapsed >= self.args.duration:
                 break
-            text = await asyncio.to_thread(self._snapshot, exporter_url, decisions_url, elapsed)
+            text = await asyncio.to_thread(self._snapshot, exporter_url, elapsed)
             if self.interactive:
-                sys.stdout.write("\x1b[H\x1b[J" + text + "\n\nCtrl-C to stop.\n")
+                sys.stdout.write(f"\x1b[H\x1b[J{self.banner}\n{text}\n\nCtrl-C to stop.\n")
             else:
                 sys.stdout.write(text + "\n\n")
             sys.stdout.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), self.args.refresh)
 
-    def _snapshot(self, exporter_url: str, decisions_url: str, elapsed: float) -> str:
+    def _read_decisions(self) -> None:
+        """Refresh the autoscaler's last decision per worker from ``/decisions``."""
+        with urllib.request.urlopen(self.decisions_url, timeout=5) as response:
+            self.decisions = table.last_decisions(json.loads(response.read()))
+
+    def _snapshot(self, exporter_url: str, elapsed: float) -> str:
         try:
-            exposition = urllib.request.urlopen(exporter_url, timeout=5).read().decode()
-            decisions = json.loads(urllib.request.urlopen(decisions_url, timeout=5).read())
+            with urllib.request.urlopen(exporter_url, timeout=5) as response:
+                idle, _ = table.idle_by_worker(response.read().decode())
+            self._read_decisions()
         except (OSError, ValueError) as error:
             return f"(waiting for the exporter and autoscaler: {error})"
-        idle, _ = table.idle_by_worker(exposition)
         exited = {
             w.address: w.process is not None and w.process.returncode is not None
             for w in self.workers
         }
-        rows = table.rows(self.roles, exited, idle, table.last_decisions(decisions))
+        rows = table.rows(self.roles, exited, idle, self.decisions)
         return table.render(rows, elapsed, self.args.max_idle)
 
     async def _stop_all(self) -> None:
@@ -202,11 +211,6 @@ class Demo:
             except TimeoutError:
                 child.kill()
                 await child.wait()
-        self.retired = [
-            w.address
-            for w in self.workers
-            if w.process is not None and w.process.returncode is not None
-        ]
         for worker in self.workers:
             if worker.process is not None and worker.process.returncode is None:
                 with contextlib.suppress(WoolError):
@@ -214,9 +218,11 @@ class Demo:
                 await worker.kill()
 
     def _summary(self) -> int:
+        """Print who the autoscaler retired (from its own decision log)."""
+        retired = [w for w, decision in self.decisions.items() if decision == "stopped"]
         busy = [a for a, role in self.roles.items() if role == "busy"]
-        retired_busy = [a for a in busy if a in self.retired]
-        retired_idle = [a for a in self.retired if a not in busy]
+        retired_busy = [a for a in busy if a in retired]
+        retired_idle = [a for a in retired if a not in busy]
         print(f"retired idle workers: {len(retired_idle)} ({', '.join(retired_idle) or 'none'})")
         print(f"busy workers retired: {len(retired_busy)}; tasks completed: {self.tasks_done}")
         print("all child processes stopped")

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from prometheus_client.parser import text_string_to_metric_families
+
+BETWEEN_TASKS: Final = 0.5
+"""Idle for less than this reads as busy: a worker fed back-to-back tasks is idle
+for milliseconds between them."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def rows(
         elif worker not in idle:
             state, shown = "unknown", "-"
         else:
-            state = "busy" if idle[worker] == 0 else "idle"
+            state = "busy" if idle[worker] < BETWEEN_TASKS else "idle"
             shown = f"{idle[worker]:6.1f}"
         table.append(Row(worker, role, state, shown, decisions.get(worker, "-")))
     return table
