@@ -40,6 +40,11 @@ class Parser(argparse.ArgumentParser):
         sys.exit(USAGE_ERROR)
 
 
+def plain(docstring: str | None) -> str:
+    """A docstring as ``--help`` text: without reStructuredText literals."""
+    return (docstring or "").replace("``", "")
+
+
 def parse_duration(text: str) -> float:
     """Seconds in ``text``: a plain number (``1.5``) or Prometheus-style (``1h30m``, ``500ms``).
 

@@ -33,7 +33,9 @@ def _selector(text: str) -> Selector:
 
 def register(subparsers: Any) -> None:
     """Add ``autoscaler`` to the top-level parser."""
-    parser = subparsers.add_parser("autoscaler", help="retire idle workers", description=__doc__)
+    parser = subparsers.add_parser(
+        "autoscaler", help="retire idle workers", description=options.plain(__doc__)
+    )
     options.add(
         parser,
         "--max-idle",

@@ -26,7 +26,7 @@ CHILD_EXIT_TIMEOUT = 15.0
 def register(subparsers: Any) -> None:
     """Add ``demo`` to the top-level parser."""
     parser = subparsers.add_parser(
-        "demo", help="watch idle workers being retired", description=__doc__
+        "demo", help="watch idle workers being retired", description=options.plain(__doc__)
     )
     options.add(parser, "--workers", type=options.count(2), default=5, help="workers to start")
     options.add(

@@ -25,7 +25,7 @@ DEFAULT_LISTEN: Final = f"127.0.0.1:{EXPORTER_PORT}"
 def register(subparsers: Any) -> None:
     """Add ``exporter`` to the top-level parser."""
     parser = subparsers.add_parser(
-        "exporter", help="serve worker idle time to Prometheus", description=__doc__
+        "exporter", help="serve worker idle time to Prometheus", description=options.plain(__doc__)
     )
     options.add(
         parser,

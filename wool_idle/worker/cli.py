@@ -28,7 +28,9 @@ EXIT_RPC_ERROR: Final = 5
 
 def register(subparsers: Any) -> None:
     """Add the worker's subcommands to the top-level parser."""
-    worker = subparsers.add_parser("worker", help="run a worker", description=run_worker.__doc__)
+    worker = subparsers.add_parser(
+        "worker", help="run a worker", description=options.plain(run_worker.__doc__)
+    )
     options.add(
         worker,
         "--listen",
@@ -77,7 +79,9 @@ def register(subparsers: Any) -> None:
     worker.set_defaults(func=run_worker, parser=worker)
 
     idle = subparsers.add_parser(
-        "idle", help="print a worker's idle seconds", description=idle_command.__doc__
+        "idle",
+        help="print a worker's idle seconds",
+        description=options.plain(idle_command.__doc__),
     )
     idle.add_argument("target", type=options.address, help="host:port or unix:/path")
     options.add(
@@ -90,7 +94,9 @@ def register(subparsers: Any) -> None:
     options.add_client_tls(idle)
     idle.set_defaults(func=idle_command, parser=idle)
 
-    stop = subparsers.add_parser("stop", help="stop a worker", description=stop_command.__doc__)
+    stop = subparsers.add_parser(
+        "stop", help="stop a worker", description=options.plain(stop_command.__doc__)
+    )
     stop.add_argument("target", type=options.address, help="host:port or unix:/path")
     options.add(
         stop,
