@@ -15,6 +15,7 @@ from support.tasks import echo, gated, not_a_coroutine, sleep_for
 
 from wool_idle.exceptions import (
     DispatchRejected,
+    RpcError,
     StopRefused,
     TaskCancelled,
     TransientRpcError,
@@ -114,6 +115,43 @@ class TestWorkerService:
             assert [r.WhichOneof("payload") for r in responses] == ["nack"]
             assert responses[0].nack.reason
         assert after > before > 0.0
+
+    @pytest.mark.parametrize(
+        ("task", "reason"),
+        [
+            (b"not a pickle", "undecodable task"),
+            (cloudpickle.dumps((echo, (), {})), "cannot call"),
+            (cloudpickle.dumps(42), "undecodable task"),
+        ],
+    )
+    async def test_dispatch_malformed_task_nacked(
+        self, start_server, task: bytes, reason: str
+    ) -> None:
+        """Given a worker, when a dispatch carries bytes that are not a task, or a task
+        whose arguments do not fit, then it is refused with a Nack saying why and the
+        docket stays empty."""
+        # Arrange
+        server = await start_server()
+        # Act
+        responses = await raw_dispatch(server.address, str(uuid.uuid4()), task)
+        # Assert
+        assert [r.WhichOneof("payload") for r in responses] == ["nack"]
+        assert reason in responses[0].nack.reason
+        assert len(server.service.docket) == 0
+
+    @pytest.mark.parametrize("required", [float("nan"), -1.0, float("-inf")])
+    async def test_conditional_stop_invalid_condition(self, start_server, required: float) -> None:
+        """Given an idle worker, when a conditional stop carries a NaN or negative
+        condition, then INVALID_ARGUMENT and the worker keeps serving."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(RpcError) as raised:
+                await connection.stop(5.0, if_idle_for=required)
+        # Assert
+        assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert not server.service.stopping.is_set()
 
     async def test_dispatch_returns_result_and_exception(self, start_server) -> None:
         """Given a worker, when tasks are dispatched that return and that raise, then
