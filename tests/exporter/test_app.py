@@ -151,6 +151,31 @@ class TestMetricsEndpoint:
                 w.address: float(i) for i, w in enumerate(workers)
             }
 
+    async def test_metrics_joined_scrape_keeps_its_own_budget(self, exporter, scripted) -> None:
+        """Given a fan-out in flight for a scrape with a long budget over a worker that
+        takes 1 s to answer, when a scrape with a 0.8 s timeout joins it, then the
+        joiner answers within its budget with that worker unanswered (up 0, no idle
+        value), the first scrape gets the value, and the worker was asked once."""
+        # Arrange
+        slow = await scripted(seconds=9.0, delay=1.0)
+        client = await exporter([slow.address], timeout=5.0)
+        first = asyncio.ensure_future(client.get("/metrics"))
+        while slow.idle_calls == 0:
+            await asyncio.sleep(0.01)
+        # Act
+        started = time.monotonic()
+        joined = await client.get(
+            "/metrics", headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.8"}
+        )
+        elapsed = time.monotonic() - started
+        joined_text, first_text = await joined.text(), await (await first).text()
+        # Assert
+        assert elapsed < 0.8
+        assert by_worker(joined_text, "wool_worker_up") == {slow.address: 0}
+        assert by_worker(joined_text, "wool_worker_idle_seconds") == {}
+        assert by_worker(first_text, "wool_worker_idle_seconds") == {slow.address: 9.0}
+        assert slow.idle_calls == 1
+
     async def test_metrics_no_stale_value_after_worker_dies(self, exporter) -> None:
         """Given a worker scraped once, when it is killed and scraped again, then its
         idle series is gone and it shows up 0."""

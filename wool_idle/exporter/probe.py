@@ -8,11 +8,12 @@ renders a 0 (reads as busy) or a stale value (reads as idle) for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -55,6 +56,25 @@ class ProbeResult:
     error: ErrorReason | None = None
 
 
+@dataclass
+class _FanOut:
+    """One round of probes, and the results it has so far."""
+
+    targets: Sequence[Target]
+    results: dict[str, ProbeResult] = field(default_factory=dict)
+    task: asyncio.Future[None] = field(init=False)
+
+    def answers(self, budget: float) -> list[ProbeResult]:
+        """A result per target; one not heard from yet is a missed deadline."""
+        return [
+            self.results.get(t.address)
+            or ProbeResult(
+                t, up=False, supported=False, idle=None, duration=budget, error=ErrorReason.DEADLINE
+            )
+            for t in self.targets
+        ]
+
+
 class Prober:
     """Probes targets over persistent pooled connections, with bounded concurrency.
 
@@ -74,7 +94,7 @@ class Prober:
         self._semaphore = asyncio.Semaphore(concurrency)
         self._connections: dict[str, WorkerConnection] = {}
         self._adhoc_used: dict[str, float] = {}
-        self._in_flight: asyncio.Future[list[ProbeResult]] | None = None
+        self._in_flight: _FanOut | None = None
 
     def connection(self, address: str) -> WorkerConnection:
         """The persistent connection to ``address``, opened on first use."""
@@ -106,26 +126,36 @@ class Prober:
         await self.sync(())
 
     async def fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
-        """Probe ``targets`` within ``budget`` seconds, sharing a fan-out in flight."""
-        if self._in_flight is None:
-            self._in_flight = asyncio.ensure_future(self._fan_out(targets, budget))
-            self._in_flight.add_done_callback(self._clear_in_flight)
-        return await asyncio.shield(self._in_flight)
+        """Probe ``targets`` within ``budget`` seconds, sharing a fan-out in flight.
 
-    def _clear_in_flight(self, _: asyncio.Future[list[ProbeResult]]) -> None:
+        A scrape that joins a running fan-out waits at most its own budget; the
+        workers that fan-out has not heard from by then count as missed
+        deadlines in this scrape's answer (no idle value, never an old one).
+        """
+        joined = self._in_flight
+        if joined is None:
+            fan = self._in_flight = _FanOut(targets)
+            fan.task = asyncio.ensure_future(self._run(fan, budget))
+            fan.task.add_done_callback(self._clear_in_flight)
+            await asyncio.shield(fan.task)
+            return fan.answers(budget)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(joined.task), budget)
+        return joined.answers(budget)
+
+    def _clear_in_flight(self, _: asyncio.Future[None]) -> None:
         self._in_flight = None
 
-    async def _fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
+    async def _run(self, fan: _FanOut, budget: float) -> None:
         started = time.monotonic()
-        await self.sync(targets)
+        await self.sync(fan.targets)
         deadline = started + budget
-        results = await asyncio.gather(*(self._bounded(t, deadline) for t in targets))
+        await asyncio.gather(*(self._bounded(fan, t, deadline) for t in fan.targets))
         self.last_duration = time.monotonic() - started
-        return results
 
-    async def _bounded(self, target: Target, deadline: float) -> ProbeResult:
+    async def _bounded(self, fan: _FanOut, target: Target, deadline: float) -> None:
         async with self._semaphore:
-            return await self.probe(target, deadline)
+            fan.results[target.address] = await self.probe(target, deadline)
 
     async def probe(self, target: Target, deadline: float) -> ProbeResult:
         """Ask one target for its idle time, giving up at ``deadline`` (monotonic)."""
