@@ -34,15 +34,19 @@ async def poll(address: str, hz: float, compare: bool, method: str) -> None:
         period = 1.0 / hz
         next_at = time.perf_counter()
         polled = idle if method == "idle" else empty
-        while not stop.done():
+
+        async def timed(call: grpc.aio.UnaryUnaryMultiCallable, into: list[float]) -> None:
             started = time.perf_counter()
-            await polled(Void())
-            idle_ms.append((time.perf_counter() - started) * 1e3)
+            await call(Void())
+            into.append((time.perf_counter() - started) * 1e3)
+
+        while not stop.done():
+            # With --compare, alternate which call goes first: the first call after
+            # a sleep pays the wake-up, and neither should always pay it.
+            pair = [(polled, idle_ms), (empty, empty_ms)] if compare else [(polled, idle_ms)]
+            for call, into in pair if polls % 2 == 0 else pair[::-1]:
+                await timed(call, into)
             polls += 1
-            if compare:
-                started = time.perf_counter()
-                await empty(Void())
-                empty_ms.append((time.perf_counter() - started) * 1e3)
             next_at += period
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
         print(json.dumps({"polls": polls, "idle_ms": idle_ms, "empty_ms": empty_ms}), flush=True)

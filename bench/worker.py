@@ -3,7 +3,10 @@
     python -m bench.worker [--seconds 5] [--rounds 4] [--concurrency 32] [--quick]
 
 A real worker service (bench.worker_server) runs no-op tasks dispatched by
-this process as fast as it can (``--concurrency`` calls in flight). Rounds
+this process as fast as it can (``--concurrency`` calls in flight). The
+worker process is pinned to one core and this process and the pollers to
+another (``--no-pin`` to share), so what polling costs the worker is not
+hidden by the pollers competing with it for a core. Rounds
 alternate: unpolled, then polled at 100 Hz by another process
 (bench.poller). A last round measures the idle RPC's latency under the same
 dispatch load beside an empty unary handler on the same server. Ratios last.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -60,6 +64,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--hz", type=float, default=100.0)
+    parser.add_argument(
+        "--no-pin", action="store_true", help="do not pin the worker to CPU 0 and the rest to CPU 1"
+    )
     parser.add_argument("--quick", action="store_true", help="1 round of 1 s")
     args = parser.parse_args()
     seconds, rounds = (1.0, 1) if args.quick else (args.seconds, args.rounds)
@@ -71,9 +78,15 @@ def main() -> None:
     )
     assert server.stdout is not None and server.stdin is not None
     address = server.stdout.readline().strip()
+    pinned = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
+    if pinned:  # the worker alone on one core; this process and the pollers on another
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(server.pid, {cores[0]})
+        os.sched_setaffinity(0, {cores[1]})
     print(
         f"machine: {machine()}; {rounds} rounds of {seconds:g} s, concurrency "
-        f"{args.concurrency}, polling at {args.hz:g} Hz"
+        f"{args.concurrency}, polling at {args.hz:g} Hz, "
+        f"{'worker pinned to its own core' if pinned else 'unpinned'}"
     )
     try:
         unpolled, polled, empty_polled, rates = [], [], [], []
