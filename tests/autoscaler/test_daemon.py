@@ -104,6 +104,34 @@ class TestAutoscaler:
         assert up and value(autoscaler, "wool_autoscaler_source_up") == 1
         assert value(autoscaler, "wool_autoscaler_stops_total", result="stopped") == 2
 
+    async def test_shutdown_lets_the_current_stop_finish(
+        self, fleet, exporter_process, make_autoscaler
+    ) -> None:
+        """Given two idle workers planned for stopping in one cycle, when shutdown is
+        requested during the first stop (a hook right before its RPC), then that stop
+        completes (the worker exits 0) and the second worker is left running."""
+        # Arrange
+        addresses = await fleet.start(2)
+        exporter = exporter_process(addresses)
+        holder = {}
+
+        async def shutdown_requested(worker: str) -> None:
+            holder["autoscaler"].stopping.set()
+
+        autoscaler = make_autoscaler(
+            exporter.url, max_idle=0.2, min_workers=0, before_stop=shutdown_requested
+        )
+        holder["autoscaler"] = autoscaler
+        await asyncio.sleep(0.3)
+        # Act
+        await autoscaler.cycle()
+        stopped = [r.worker for r in autoscaler.records if r.result is StopResult.STOPPED]
+        # Assert
+        assert len(stopped) == 1
+        assert await fleet.wait_exit(stopped[0]) == 0
+        (other,) = set(addresses) - set(stopped)
+        assert fleet.alive(other)
+
     async def test_dry_run_reports_and_stops_no_one(
         self, fleet, exporter_process, make_autoscaler
     ) -> None:
