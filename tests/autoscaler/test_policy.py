@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wool_idle.autoscaler.policy import (
+    RETIRING_TTL,
     PolicySettings,
     PolicyState,
     Reading,
@@ -140,8 +141,20 @@ class TestPlan:
         # Act
         second = plan([Reading("a", None, up=False)], first.state, RULE, 1.0)
         # Assert
-        assert first.state.retiring == {"a"}
-        assert second.state.retiring == frozenset()
+        assert set(first.state.retiring) == {"a"}
+        assert second.state.retiring == {}
+
+    def test_plan_retiring_expires(self) -> None:
+        """Given a worker stopped long ago that the source still reports up and idle
+        (a new worker on the same address), when planned past RETIRING_TTL, then it is
+        a candidate again."""
+        # Arrange
+        first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
+        # Act
+        soon = verdicts([Reading("a", 95.0)], first.state, now=10.0)
+        later = verdicts([Reading("a", 95.0)], first.state, now=RETIRING_TTL + 1.0)
+        # Assert
+        assert (soon, later) == ({"a": Verdict.RETIRING}, {"a": Verdict.STOP})
 
     def test_after_stop_failure_cools_down(self) -> None:
         """Given a planned stop that was refused, when the state is updated, then the
@@ -164,7 +177,7 @@ class TestPlan:
         result = plan([Reading("a", 5.0)], PolicyState(), rule, 0.0)
         # Assert
         assert [d.verdict for d in result.decisions] == [Verdict.DRY_RUN]
-        assert result.state.retiring == frozenset()
+        assert result.state.retiring == {}
 
     @pytest.mark.parametrize(
         "kwargs",

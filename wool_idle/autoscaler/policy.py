@@ -17,6 +17,9 @@ from enum import StrEnum
 from typing import Final
 
 DEFAULT_MAX_STOPS_PER_CYCLE: Final = 5
+RETIRING_TTL: Final = 300.0
+"""Seconds a stopped worker that the source still reports up counts as retiring.
+Past that, the address is taken to be a new worker (restarted in its place)."""
 
 
 class Verdict(StrEnum):
@@ -83,7 +86,8 @@ class PolicyState:
 
     streaks: Mapping[str, int] = field(default_factory=dict)
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
-    retiring: frozenset[str] = frozenset()
+    retiring: Mapping[str, float] = field(default_factory=dict)
+    """Workers a stop was sent to, and when; they count as gone for the floor."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,11 @@ def plan(
     latest = {r.worker: r for r in readings}
     screened = {w: _screen(r, settings) for w, r in latest.items()}
     streaks = {w: state.streaks.get(w, 0) + 1 for w, v in screened.items() if v is None}
-    retiring = frozenset(w for w in state.retiring if w in latest and latest[w].up)
+    retiring = {
+        w: since
+        for w, since in state.retiring.items()
+        if w in latest and latest[w].up and now - since < RETIRING_TTL
+    }
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     verdicts: dict[str, Verdict] = {}
     candidates = []
@@ -171,8 +179,8 @@ def plan(
     first = [r.worker for r in candidates]
     rest = [w for w in latest if verdicts[w] not in _RANKED]
     decisions = tuple(Decision(w, latest[w].idle, verdicts[w]) for w in first + rest)
-    stopping = frozenset(d.worker for d in decisions if d.verdict is Verdict.STOP)
-    return Plan(decisions, PolicyState(streaks, cooldowns, retiring | stopping))
+    stopping = {d.worker: now for d in decisions if d.verdict is Verdict.STOP}
+    return Plan(decisions, PolicyState(streaks, cooldowns, {**retiring, **stopping}))
 
 
 def after_stop(
@@ -190,5 +198,5 @@ def after_stop(
         state,
         streaks=streaks,
         cooldown_until={**state.cooldown_until, worker: now + settings.cooldown},
-        retiring=state.retiring - {worker},
+        retiring={w: t for w, t in state.retiring.items() if w != worker},
     )
