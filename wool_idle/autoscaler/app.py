@@ -8,7 +8,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from wool_idle.autoscaler.daemon import Autoscaler
-from wool_idle.http import render_metrics
+from wool_idle.endpoints import render_metrics
 
 
 def create_app(autoscaler: Autoscaler, registry: CollectorRegistry) -> web.Application:

@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from wool_idle.endpoints import render_metrics
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
 from wool_idle.exporter.targets import Target, TargetSet
-from wool_idle.http import render_metrics
 from wool_idle.worker.address import parse_address
 
 SCRAPE_TIMEOUT_HEADER: Final = "X-Prometheus-Scrape-Timeout-Seconds"

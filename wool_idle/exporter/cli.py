@@ -10,10 +10,10 @@ import signal
 from typing import Any, Final
 
 from wool_idle import logs, options
+from wool_idle.endpoints import EXPORTER_PORT, start_site
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target, TargetSet
-from wool_idle.http import EXPORTER_PORT, start_site
 from wool_idle.webconfig import WebConfig
 from wool_idle.worker import ClientTls
 
