@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import urllib.request
 
-from support.metrics import samples
+from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
 
 
@@ -90,10 +89,8 @@ class TestAutoscalerCli:
         # Act
         await fleet.wait_exit(address)
         await asyncio.sleep(0.5)
-        metrics = urllib.request.urlopen(url, timeout=5).read().decode()
-        decisions = json.loads(
-            urllib.request.urlopen(url.replace("/metrics", "/decisions"), timeout=5).read()
-        )
+        metrics = fetch(url)
+        decisions = json.loads(fetch(url.replace("/metrics", "/decisions")))
         process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=30)
         log_lines = [json.loads(line) for line in process.stderr.read().splitlines() if line]

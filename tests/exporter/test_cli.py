@@ -5,17 +5,11 @@ from __future__ import annotations
 import json
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from support.metrics import by_worker, samples
+from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli
-
-
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read().decode()
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -63,16 +57,16 @@ class TestExporterCli:
         path = tmp_path / "targets.json"
         path.write_text(json.dumps([{"targets": ["127.0.0.1:1"]}]))
         url = start_exporter("--targets-file", str(path), "--targets-refresh", "0.2s")
-        before = by_worker(scrape(url), "wool_worker_up")
+        before = by_worker(fetch(url), "wool_worker_up")
         # Act
         path.write_text(json.dumps([{"targets": [worker_address], "labels": {"pool": "a"}}]))
-        wait_for(lambda: worker_address in by_worker(scrape(url), "wool_worker_idle_seconds"))
-        edited = scrape(url)
+        wait_for(lambda: worker_address in by_worker(fetch(url), "wool_worker_idle_seconds"))
+        edited = fetch(url)
         path.write_text("[{not json")
         wait_for(
-            lambda: samples(scrape(url))[("wool_exporter_targets_reload_success", frozenset())] == 0
+            lambda: samples(fetch(url))[("wool_exporter_targets_reload_success", frozenset())] == 0
         )
-        broken = scrape(url)
+        broken = fetch(url)
         # Assert
         assert before == {"127.0.0.1:1": 0}
         labels = frozenset({("worker", worker_address), ("pool", "a")})
@@ -89,10 +83,10 @@ class TestExporterCli:
         path.write_text("[]\n")
         url = start_exporter("--targets-file", str(path), "--targets-refresh", "1h")
         path.write_text(f"- targets: ['{worker_address}']\n")
-        unchanged = by_worker(scrape(url), "wool_worker_up")
+        unchanged = by_worker(fetch(url), "wool_worker_up")
         # Act
         start_exporter.processes[-1].send_signal(signal.SIGHUP)
-        wait_for(lambda: worker_address in by_worker(scrape(url), "wool_worker_up"))
+        wait_for(lambda: worker_address in by_worker(fetch(url), "wool_worker_up"))
         # Assert
         assert unchanged == {}
 
@@ -106,4 +100,4 @@ class TestExporterCli:
         # Act
         url = start_exporter(env=env)
         # Assert
-        assert set(by_worker(scrape(url), "wool_worker_up")) == {worker_address, "127.0.0.1:1"}
+        assert set(by_worker(fetch(url), "wool_worker_up")) == {worker_address, "127.0.0.1:1"}

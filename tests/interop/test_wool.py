@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.fleet import ExporterProcess
-from support.metrics import by_worker
+from support.metrics import by_worker, fetch
 from support.processes import run_cli
 from support.wool import SCRIPTS
 
@@ -18,13 +18,6 @@ from wool_idle.exceptions import IdleUnavailable, RpcError
 from wool_idle.worker import LocalWorker, WorkerConnection
 
 pytestmark = pytest.mark.e2e
-
-
-def scrape(url: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read().decode()
 
 
 class TestExporterAgainstWool:
@@ -38,9 +31,9 @@ class TestExporterAgainstWool:
         exporter.start()
         try:
             # Act
-            first = scrape(exporter.url)
+            first = fetch(exporter.url)
             time.sleep(0.3)
-            second = scrape(exporter.url)
+            second = fetch(exporter.url)
         finally:
             exporter.stop()
         # Assert

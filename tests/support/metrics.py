@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 from prometheus_client.parser import text_string_to_metric_families
+
+
+def fetch(url: str) -> str:
+    """GET ``url`` over real HTTP and return the body as text."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

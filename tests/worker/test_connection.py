@@ -17,7 +17,7 @@ from wool_idle.exceptions import (
     TransientRpcError,
     WoolError,
 )
-from wool_idle.worker import WorkerConnection
+from wool_idle.worker import WorkerConnection, stop_deadline, valid_idle
 from wool_idle.worker.channels import pool
 
 ERROR_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
@@ -157,3 +157,28 @@ class TestWorkerConnection:
         # Act / Assert
         with pytest.raises(ValueError, match="invalid address"):
             WorkerConnection(target)
+
+
+class TestContractHelpers:
+    @pytest.mark.parametrize(
+        ("seconds", "valid"),
+        [
+            (0.0, True),
+            (12.5, True),
+            (0, True),
+            (-0.0, True),
+            (math.nan, False),
+            (math.inf, False),
+            (-math.inf, False),
+            (-1e-9, False),
+            (None, False),
+        ],
+    )
+    def test_valid_idle(self, seconds, valid: bool) -> None:
+        """Given an answered value, then only a finite number >= 0 is an idle value."""
+        assert valid_idle(seconds) is valid
+
+    @pytest.mark.parametrize(("grace", "deadline"), [(0.0, 10.0), (30.0, 40.0), (-1.0, None)])
+    def test_stop_deadline_exceeds_grace(self, grace: float, deadline: float | None) -> None:
+        """Given a grace, then the stop RPC's deadline lies past the drain (none if unbounded)."""
+        assert stop_deadline(grace) == deadline

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -30,12 +29,10 @@ from wool_idle.autoscaler.policy import (
 )
 from wool_idle.autoscaler.sources import Source, SourceError
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
-from wool_idle.worker import ClientTls, WorkerConnection
+from wool_idle.worker import ClientTls, WorkerConnection, stop_deadline, valid_idle
 
 log = logging.getLogger("wool_idle.autoscaler")
 
-STOP_DEADLINE_MARGIN: Final = 10.0
-"""Seconds the stop RPC's deadline exceeds the grace (the worker answers after draining)."""
 DECISION_LOG_SIZE: Final = 1000
 
 BeforeStop = Callable[[str], Awaitable[None]]
@@ -161,16 +158,15 @@ class Autoscaler:
             return None, StopResult.UNREACHABLE
         except (IdleUnavailable, RpcError):
             return None, StopResult.FAILED
-        if not (math.isfinite(idle) and idle >= threshold):
+        if not (valid_idle(idle) and idle >= threshold):
             return idle, StopResult.REFUSED_BUSY
         if decision.verdict is Verdict.DRY_RUN:
             return idle, StopResult.DRY_RUN
         if self.before_stop is not None:
             await self.before_stop(decision.worker)
         grace = self.action.grace
-        deadline = None if grace < 0 else grace + STOP_DEADLINE_MARGIN
         try:
-            await connection.stop(grace, timeout=deadline, if_idle_for=threshold)
+            await connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=threshold)
         except StopRefused:
             return idle, StopResult.REFUSED_BUSY
         except TransientRpcError:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
+from wool_idle.worker import valid_idle
+
 DEFAULT_MAX_STOPS_PER_CYCLE: Final = 5
 RETIRING_TTL: Final = 300.0
 """Seconds a stopped worker that the source still reports up counts as retiring.
@@ -115,11 +117,6 @@ class Plan:
     def candidates(self) -> int:
         """How many workers are idle past the rule, acted on or not."""
         return sum(d.verdict in CANDIDATE_VERDICTS for d in self.decisions)
-
-
-def valid_idle(value: float | None) -> bool:
-    """Whether ``value`` is a usable idle reading: a finite number >= 0."""
-    return isinstance(value, float | int) and math.isfinite(value) and value >= 0
 
 
 def _screen(reading: Reading, settings: PolicySettings) -> Verdict | None:

@@ -18,6 +18,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
+from wool_idle.worker import valid_idle
 
 IDLE: Final = "wool_worker_idle_seconds"
 UP: Final = "wool_worker_up"
@@ -98,7 +99,7 @@ def _number(value: Any) -> float | None:
 def _idle(value: Any) -> float | None:
     """A usable idle value (finite, >= 0), else None."""
     number = _number(value)
-    return number if number is not None and math.isfinite(number) and number >= 0 else None
+    return number if valid_idle(number) else None
 
 
 def _age(value: Any) -> float:

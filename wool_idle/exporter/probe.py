@@ -21,7 +21,7 @@ import grpc
 
 from wool_idle.exceptions import IdleUnavailable, RpcError
 from wool_idle.exporter.targets import Target
-from wool_idle.worker import ClientTls, WorkerConnection
+from wool_idle.worker import ClientTls, WorkerConnection, valid_idle
 
 ADHOC_TTL: Final = 300.0
 """Seconds a connection opened by ``/probe`` for an unconfigured target is kept unused."""
@@ -171,7 +171,7 @@ class Prober:
             reason = _reason(error.code)
             # A status other than unreachable/deadline came from the worker: it is up.
             return self._record(target, started, up=reason is ErrorReason.OTHER, error=reason)
-        if not math.isfinite(seconds) or seconds < 0:
+        if not valid_idle(seconds):
             return self._record(target, started, up=True, error=ErrorReason.INVALID_VALUE)
         return self._record(target, started, up=True, idle=seconds)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection
+from wool_idle.worker.connection import (
+    DEFAULT_GRACE,
+    WorkerConnection,
+    stop_deadline,
+    valid_idle,
+)
 from wool_idle.worker.local import LocalWorker, Worker, WorkerLike
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
@@ -18,4 +23,6 @@ __all__ = [
     "WorkerLike",
     "WorkerServer",
     "WorkerService",
+    "stop_deadline",
+    "valid_idle",
 ]

@@ -12,7 +12,7 @@ from typing import Any, Final
 from wool_idle import logs, options
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker.auth import MethodPolicy
-from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection
+from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection, stop_deadline
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
@@ -199,7 +199,7 @@ def stop_command(args: argparse.Namespace) -> int:
     """Stop a worker. Exit 0 once it has drained, 3 if it refused a conditional
     stop (not idle long enough), 4 if it is unreachable, 5 on any other RPC error."""
     tls = options.client_tls(args.parser, args)
-    timeout = args.timeout or (None if args.grace < 0 else args.grace + 10.0)
+    timeout = args.timeout or stop_deadline(args.grace)
 
     async def stop() -> None:
         async with WorkerConnection(args.target, tls=tls) as connection:

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Sequence
 from typing import IO, Final, Protocol
 
-from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection
+from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection, stop_deadline
 from wool_idle.worker.tls import ClientTls
 
 START_TIMEOUT: Final = 30.0
@@ -112,7 +112,7 @@ class LocalWorker(Worker):
     async def _stop(self, grace: float) -> None:
         connection = WorkerConnection(self.address, tls=self.tls)
         try:
-            await connection.stop(grace)
+            await connection.stop(grace, timeout=stop_deadline(grace))
         finally:
             await connection.close()
         await self._reap()
