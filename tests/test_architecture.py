@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "wool_idle"
 FORBIDDEN = {
     # part: the parts of ours it must never import
+    "contract": {"proto", "worker", "exporter", "autoscaler", "demo", "options", "endpoints"},
     "proto": {"worker", "exporter", "autoscaler", "demo", "options", "endpoints", "exceptions"},
     "worker": {"exporter", "autoscaler", "demo", "endpoints"},
     "exporter": {"autoscaler", "demo"},
@@ -43,8 +46,9 @@ class TestPublicApi:
         loaded = importlib.import_module(module)
         public = {
             name
-            for name, value in vars(loaded).items()
+            for name in dir(loaded)
             if not name.startswith("_")
+            and not isinstance(value := getattr(loaded, name), types.ModuleType)
             and not isinstance(value, types.ModuleType)
             and name != "annotations"
             and getattr(value, "__module__", "") != "typing"
@@ -61,6 +65,51 @@ class TestImportRules:
         proto imports nothing of ours)."""
         offenders = {
             str(path.relative_to(PACKAGE)): imported_parts(path) & FORBIDDEN[part]
-            for path in (PACKAGE / part).rglob("*.py")
+            for path in _modules(part)
         }
         assert {k: v for k, v in offenders.items() if v} == {}
+
+    @pytest.mark.parametrize("part", ["worker", "exporter", "autoscaler", "proto"])
+    def test_contract_imports_alone_beside_every_part(self, part: str) -> None:
+        """Given a fresh interpreter, when it imports the contract and then a part, then
+        the contract loaded first imported nothing but the standard library."""
+        # Act
+        loaded = _fresh_imports(f"import wool_idle.contract; import wool_idle.{part}")
+        # Assert
+        assert "wool_idle.contract" in loaded
+        assert f"wool_idle.{part}" in loaded
+
+    def test_policy_imports_no_io_library(self) -> None:
+        """Given a fresh interpreter, when it imports the autoscaler's policy, then no
+        gRPC, protobuf, aiohttp, cloudpickle or prometheus-client module is loaded."""
+        # Act
+        loaded = _fresh_imports("import wool_idle.autoscaler.policy")
+        # Assert
+        assert "wool_idle.autoscaler.policy" in loaded
+        assert sorted(m for m in loaded if m.split(".")[0] in IO_LIBRARIES) == []
+
+    def test_contract_imports_only_the_standard_library(self) -> None:
+        """Given a fresh interpreter, when it imports the contract, then no module outside
+        the standard library and wool_idle is loaded."""
+        # Act
+        loaded = _fresh_imports("import wool_idle.contract") - _fresh_imports("pass")
+        # Assert
+        foreign = {m.split(".")[0] for m in loaded} - sys.stdlib_module_names - {"wool_idle"}
+        assert sorted(foreign) == []
+
+
+IO_LIBRARIES = frozenset({"grpc", "google", "aiohttp", "cloudpickle", "prometheus_client", "yaml"})
+
+
+def _modules(part: str) -> list[Path]:
+    single = PACKAGE / f"{part}.py"
+    return [single] if single.exists() else sorted((PACKAGE / part).rglob("*.py"))
+
+
+def _fresh_imports(statement: str) -> set[str]:
+    """The modules a new interpreter has loaded after running ``statement``."""
+    code = f"{statement}; import sys; print('\\n'.join(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(done.stdout.split())

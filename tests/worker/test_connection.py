@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wool_idle.contract import stop_deadline, valid_idle
 from wool_idle.exceptions import (
     TRANSIENT_CODES,
     IdleUnavailable,
@@ -17,7 +18,7 @@ from wool_idle.exceptions import (
     TransientRpcError,
     WoolError,
 )
-from wool_idle.worker import WorkerConnection, stop_deadline, valid_idle
+from wool_idle.worker import WorkerConnection
 from wool_idle.worker.channels import pool
 
 ERROR_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]

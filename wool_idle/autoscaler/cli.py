@@ -17,9 +17,9 @@ from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import DEFAULT_MAX_STOPS_PER_CYCLE, PolicySettings
 from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
+from wool_idle.contract import DEFAULT_GRACE
 from wool_idle.endpoints import AUTOSCALER_PORT, EXPORTER_METRICS_URL, start_site
 from wool_idle.webconfig import WebConfig
-from wool_idle.worker import DEFAULT_GRACE
 
 log = logging.getLogger("wool_idle.autoscaler")
 

@@ -28,8 +28,9 @@ from wool_idle.autoscaler.policy import (
     plan,
 )
 from wool_idle.autoscaler.sources import Source, SourceError
+from wool_idle.contract import stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
-from wool_idle.worker import ClientTls, WorkerConnection, stop_deadline, valid_idle
+from wool_idle.worker import ClientTls, WorkerConnection
 
 log = logging.getLogger("wool_idle.autoscaler")
 

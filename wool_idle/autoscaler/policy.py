@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
-from wool_idle.worker import valid_idle
+from wool_idle.contract import valid_idle
 
 DEFAULT_MAX_STOPS_PER_CYCLE: Final = 5
 RETIRING_TTL: Final = 300.0

@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.worker import valid_idle
-
-IDLE: Final = "wool_worker_idle_seconds"
-UP: Final = "wool_worker_up"
-SUPPORTED: Final = "wool_worker_idle_supported"
-WORKER: Final = "worker"
-SERIES: Final = frozenset({IDLE, UP, SUPPORTED})
-_LABEL_NAME: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+from wool_idle.contract import (
+    IDLE_SECONDS,
+    IDLE_SUPPORTED,
+    LABEL_NAME,
+    UP,
+    WORKER_LABEL,
+    valid_idle,
+)
 
 
 class SourceError(Exception):
@@ -43,7 +42,7 @@ class Selector:
     def parse(cls, text: str) -> Selector:
         """Parse ``name=value``; raise ``ValueError`` if the name is not a label name."""
         name, sep, value = text.partition("=")
-        if not sep or not _LABEL_NAME.match(name) or name.startswith("__"):
+        if not sep or not LABEL_NAME.match(name) or name.startswith("__"):
             raise ValueError(f"invalid selector {text!r}: expected label=value")
         return cls(name, value)
 
@@ -68,13 +67,17 @@ class _Series:
     """Raw sample values by series name, then by worker (values not yet checked)."""
 
     values: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {IDLE: {}, UP: {}, SUPPORTED: {}}
+        default_factory=lambda: {IDLE_SECONDS: {}, UP: {}, IDLE_SUPPORTED: {}}
     )
     ages: dict[str, Any] = field(default_factory=dict)
 
     def readings(self) -> list[Reading]:
         """One reading per worker seen in any series."""
-        idle, up, supported = self.values[IDLE], self.values[UP], self.values[SUPPORTED]
+        idle, up, supported = (
+            self.values[IDLE_SECONDS],
+            self.values[UP],
+            self.values[IDLE_SUPPORTED],
+        )
         workers = dict.fromkeys([*up, *supported, *idle])
         return [
             Reading(
@@ -117,8 +120,8 @@ def parse_exposition(text: str, selectors: Sequence[Selector] = ()) -> list[Read
                 continue
             for sample in family.samples:
                 labels = sample.labels
-                if WORKER in labels and all(s.matches(labels) for s in selectors):
-                    table[labels[WORKER]] = sample.value
+                if WORKER_LABEL in labels and all(s.matches(labels) for s in selectors):
+                    table[labels[WORKER_LABEL]] = sample.value
     except Exception as error:  # the parser raises several types on bad input
         raise SourceError(f"malformed exposition text: {error}") from None
     return series.readings()
@@ -126,14 +129,17 @@ def parse_exposition(text: str, selectors: Sequence[Selector] = ()) -> list[Read
 
 def query(selectors: Sequence[Selector]) -> str:
     """The PromQL instant query for every series the policy needs."""
-    matchers = [f'__name__=~"{IDLE}|{UP}|{SUPPORTED}"', *(s.promql() for s in selectors)]
+    matchers = [
+        f'__name__=~"{IDLE_SECONDS}|{UP}|{IDLE_SUPPORTED}"',
+        *(s.promql() for s in selectors),
+    ]
     return "{" + ",".join(matchers) + "}"
 
 
 def age_query(selectors: Sequence[Selector]) -> str:
     """PromQL for the age of each idle sample (evaluation time minus sample time)."""
     matchers = ",".join(s.promql() for s in selectors)
-    return f"time() - timestamp({IDLE}{{{matchers}}})"
+    return f"time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
 
 
 def _vector(body: Any) -> list[tuple[dict[str, Any], Any]]:
@@ -174,12 +180,12 @@ def parse_query_responses(values: Any, ages: Any) -> list[Reading]:
         table = tables(labels.get("__name__"))  # type: ignore[arg-type]
         if table is None:
             continue
-        worker = labels.get("worker")
+        worker = labels.get(WORKER_LABEL)
         if type(worker) is not str:
-            raise SourceError(f"a sample without a string {WORKER!r} label")
+            raise SourceError(f"a sample without a string {WORKER_LABEL!r} label")
         table[worker] = value
     for labels, value in _vector(ages):
-        worker = labels.get(WORKER)
+        worker = labels.get(WORKER_LABEL)
         if type(worker) is str:
             series.ages[worker] = value
     return series.readings()
@@ -199,7 +205,7 @@ def parse_alerts_response(body: Any, alert: str) -> set[str]:
             raise SourceError("alerts response has a malformed alert")
         labels = item["labels"]
         if labels.get("alertname") == alert and item.get("state") == "firing":
-            worker = labels.get(WORKER)
+            worker = labels.get(WORKER_LABEL)
             if isinstance(worker, str):
                 firing.add(worker)
     return firing

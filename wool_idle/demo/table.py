@@ -8,6 +8,8 @@ from typing import Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from wool_idle.contract import IDLE_SECONDS, UP, WORKER_LABEL
+
 BETWEEN_TASKS: Final = 0.5
 """Idle for less than this reads as busy: a worker fed back-to-back tasks is idle
 for milliseconds between them."""
@@ -28,12 +30,12 @@ def idle_by_worker(exposition: str) -> tuple[dict[str, float], dict[str, float]]
     up: dict[str, float] = {}
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
-            worker = sample.labels.get("worker")
+            worker = sample.labels.get(WORKER_LABEL)
             if worker is None:
                 continue
-            if sample.name == "wool_worker_idle_seconds":
+            if sample.name == IDLE_SECONDS:
                 idle[worker] = sample.value
-            elif sample.name == "wool_worker_up":
+            elif sample.name == UP:
                 up[worker] = sample.value
     return idle, up
 

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, PROBE_DURATION, UP
 from wool_idle.exporter.probe import ErrorReason, Prober, ProbeResult
 from wool_idle.exporter.targets import TargetSet
 
@@ -38,22 +39,22 @@ def worker_families(results: Sequence[ProbeResult]) -> list[Metric]:
     labelled = [(result.target.label_dict(), result) for result in results]
     return [
         _gauge(
-            "wool_worker_idle_seconds",
+            IDLE_SECONDS,
             "Seconds the worker has been continuously idle, as it reports; absent when unknown.",
             ((labels, r.idle) for labels, r in labelled if r.idle is not None),
         ),
         _gauge(
-            "wool_worker_up",
+            UP,
             "1 if the worker answered the idle RPC (even UNIMPLEMENTED), else 0.",
             ((labels, float(r.up)) for labels, r in labelled),
         ),
         _gauge(
-            "wool_worker_idle_supported",
+            IDLE_SUPPORTED,
             "0 if the worker predates the idle RPC (answered UNIMPLEMENTED), else 1 when up.",
             ((labels, float(r.supported)) for labels, r in labelled),
         ),
         _gauge(
-            "wool_worker_probe_duration_seconds",
+            PROBE_DURATION,
             "How long the worker's idle RPC took on this scrape.",
             ((labels, r.duration) for labels, r in labelled),
         ),

@@ -19,9 +19,10 @@ from typing import Final
 
 import grpc
 
+from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError
 from wool_idle.exporter.targets import Target
-from wool_idle.worker import ClientTls, WorkerConnection, valid_idle
+from wool_idle.worker import ClientTls, WorkerConnection
 
 ADHOC_TTL: Final = 300.0
 """Seconds a connection opened by ``/probe`` for an unconfigured target is kept unused."""

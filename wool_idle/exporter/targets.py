@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import yaml
 
+from wool_idle.contract import LABEL_NAME, WORKER_LABEL
 from wool_idle.worker.address import parse_address
 
 log = logging.getLogger(__name__)
-
-WORKER_LABEL: Final = "worker"
-_LABEL_NAME: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class TargetsFileError(ValueError):
@@ -77,7 +74,7 @@ def _parse_labels(where: str, labels: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(labels, Mapping):
         raise TargetsFileError(f"{where}: 'labels' must be a mapping")
     for name, value in labels.items():
-        if not isinstance(name, str) or not _LABEL_NAME.match(name) or name.startswith("__"):
+        if not isinstance(name, str) or not LABEL_NAME.match(name) or name.startswith("__"):
             raise TargetsFileError(f"{where}: invalid label name {name!r}")
         if name == WORKER_LABEL:
             raise TargetsFileError(f"{where}: label {WORKER_LABEL!r} is reserved (the address)")

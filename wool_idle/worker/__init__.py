@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from wool_idle.worker.connection import (
-    DEFAULT_GRACE,
-    WorkerConnection,
-    stop_deadline,
-    valid_idle,
-)
+from wool_idle.worker.connection import WorkerConnection
 from wool_idle.worker.local import LocalWorker, Worker, WorkerLike
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ClientTls, ServerTls
 
 __all__ = [
-    "DEFAULT_GRACE",
     "ClientTls",
     "LocalWorker",
     "ServerTls",
@@ -23,6 +17,4 @@ __all__ = [
     "WorkerLike",
     "WorkerServer",
     "WorkerService",
-    "stop_deadline",
-    "valid_idle",
 ]

@@ -10,9 +10,10 @@ import sys
 from typing import Any, Final
 
 from wool_idle import logs, options
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker.auth import MethodPolicy
-from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection, stop_deadline
+from wool_idle.worker.connection import WorkerConnection
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls

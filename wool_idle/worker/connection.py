@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import cloudpickle
 import grpc
 
+from wool_idle.contract import DEFAULT_GRACE
 from wool_idle.exceptions import DispatchRejected, TransientRpcError, WoolError, rpc_error
 from wool_idle.proto import DISPATCH, IDLE, STOP, IdleTime, Request, Response, StopRequest, Void
 from wool_idle.worker.address import parse_address
@@ -17,25 +17,6 @@ from wool_idle.worker.channels import ChannelKey, pool
 from wool_idle.worker.tls import ClientTls
 
 T = TypeVar("T")
-
-DEFAULT_GRACE: Final = 30.0
-"""Seconds a worker drains in-flight tasks on stop unless told otherwise."""
-STOP_DEADLINE_MARGIN: Final = 10.0
-"""Seconds a stop RPC's deadline exceeds the grace (the worker answers after draining)."""
-
-
-def stop_deadline(grace: float) -> float | None:
-    """The deadline for a stop RPC with ``grace``: past the drain, or none if it is unbounded."""
-    return None if grace < 0 else grace + STOP_DEADLINE_MARGIN
-
-
-def valid_idle(seconds: float | None) -> bool:
-    """Whether ``seconds`` is an idle value at all: a finite number >= 0.
-
-    Anything else a worker answers (NaN, infinity, a negative number) means the
-    worker has no idle value: never a 0 (busy), never idle.
-    """
-    return isinstance(seconds, float | int) and math.isfinite(seconds) and seconds >= 0
 
 
 def check_timeout(timeout: float | None) -> None:

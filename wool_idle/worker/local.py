@@ -11,7 +11,8 @@ import warnings
 from collections.abc import Sequence
 from typing import IO, Final, Protocol
 
-from wool_idle.worker.connection import DEFAULT_GRACE, WorkerConnection, stop_deadline
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline
+from wool_idle.worker.connection import WorkerConnection
 from wool_idle.worker.tls import ClientTls
 
 START_TIMEOUT: Final = 30.0

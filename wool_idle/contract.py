@@ -1,0 +1,53 @@
+"""The vocabulary every part shares. Imports nothing but the standard library.
+
+- Series and label names: what the exporter renders, the autoscaler reads back,
+  the dashboards and alert rules query.
+- ``valid_idle``: the one rule for what counts as an idle value at all.
+- ``DEFAULT_GRACE`` and ``stop_deadline``: how long a stop drains, and how long
+  its RPC may take.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final
+
+WORKER_LABEL: Final = "worker"
+"""The label naming a worker on every per-worker series: its address as configured."""
+
+IDLE_SECONDS: Final = "wool_worker_idle_seconds"
+"""Seconds the worker has been continuously idle; absent when it has no idle value."""
+UP: Final = "wool_worker_up"
+"""1 if the worker answered the idle RPC at all (even ``UNIMPLEMENTED``), else 0."""
+IDLE_SUPPORTED: Final = "wool_worker_idle_supported"
+"""0 if the worker predates the idle RPC, else 1 when up."""
+PROBE_DURATION: Final = "wool_worker_probe_duration_seconds"
+"""How long the worker's idle RPC took."""
+
+LABEL_NAME: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+"""A Prometheus label name (names starting ``__`` are reserved for internal use)."""
+
+DEFAULT_GRACE: Final = 30.0
+"""Seconds a worker drains in-flight tasks on stop unless told otherwise."""
+STOP_DEADLINE_MARGIN: Final = 10.0
+"""Seconds a stop RPC's deadline exceeds the grace (the worker answers after draining)."""
+
+
+def valid_idle(seconds: object) -> bool:
+    """Whether ``seconds`` is an idle value at all: a finite number >= 0.
+
+    Anything else a worker answers (NaN, infinity, a negative number, not a
+    number) means the worker has no idle value: never a 0 (busy), never idle.
+    """
+    return (
+        isinstance(seconds, float | int)
+        and not isinstance(seconds, bool)
+        and math.isfinite(seconds)
+        and seconds >= 0
+    )
+
+
+def stop_deadline(grace: float) -> float | None:
+    """The deadline for a stop RPC with ``grace``: past the drain, or none if it is unbounded."""
+    return None if grace < 0 else grace + STOP_DEADLINE_MARGIN
