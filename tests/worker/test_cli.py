@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -134,3 +135,19 @@ class TestWorkerCli:
         # Assert
         assert result.returncode == 4
         assert "UNAVAILABLE" in result.stderr
+
+
+class TestIdleCliUndecodableReply:
+    async def test_idle_undecodable_reply_exits_5_with_one_line(self, raw_worker) -> None:
+        """Given a worker answering idle with bytes that are not an IdleTime, when
+        `wool-idle idle` polls it, then it exits 5 (RPC error) with one line on
+        stderr naming the problem, and no traceback."""
+        # Arrange
+        worker = await raw_worker()
+        # Act
+        result = await asyncio.to_thread(run_cli, ["idle", worker.address, "--timeout", "5s"])
+        # Assert
+        assert result.returncode == 5
+        assert result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "INTERNAL" in result.stderr and "does not decode as IdleTime" in result.stderr
