@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import grpc
@@ -155,6 +156,23 @@ class TestWorkerConnection:
         await second.close()
         # Assert
         assert (shared, after_one, pool().users(first.key)) == (2, 1, 0)
+
+    async def test_close_lets_call_in_flight_finish(self, scripted) -> None:
+        """Given a connection with an idle call in flight (the worker answers after a
+        delay), when the connection is closed, then the call still gets its answer
+        and the channel is given back afterwards."""
+        # Arrange
+        worker = await scripted(seconds=2.0, delay=0.3)
+        connection = WorkerConnection(worker.address)
+        call = asyncio.ensure_future(connection.idle_time(timeout=10))
+        while worker.idle_calls == 0:
+            await asyncio.sleep(0.01)
+        # Act
+        await connection.close()
+        value = await call
+        # Assert
+        assert value == 2.0
+        assert pool().users(connection.key) == 0
 
     @pytest.mark.parametrize("target", ["", "localhost", "host:0", "host:99999", "unix:", "a b:1"])
     def test_init_rejects_malformed_target(self, target: str) -> None:
