@@ -2,7 +2,8 @@
 
 It stands in for a broken or foreign worker whose replies do not decode as
 wool's messages: ``idle`` and ``stop`` answer ``reply``; ``dispatch`` answers
-each of ``stream`` in turn, then aborts with ``abort`` if one is given.
+each of ``stream`` in turn, then aborts with ``abort`` if one is given. Use it
+as ``async with RawWorker(...) as worker``.
 """
 
 from __future__ import annotations
@@ -58,5 +59,9 @@ class RawWorker:
         self.address = f"127.0.0.1:{port}"
         return self.address
 
-    async def close(self) -> None:
+    async def __aenter__(self) -> RawWorker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._server.stop(0)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from support.processes import run_cli, spawn_cli
+from support.raw import RawWorker
 from support.tls import client_flags
 
 
@@ -138,14 +139,13 @@ class TestWorkerCli:
 
 
 class TestIdleCliUndecodableReply:
-    async def test_idle_undecodable_reply_exits_5_with_one_line(self, raw_worker) -> None:
+    async def test_idle_undecodable_reply_exits_5_with_one_line(self) -> None:
         """Given a worker answering idle with bytes that are not an IdleTime, when
         `wool-idle idle` polls it, then it exits 5 (RPC error) with one line on
         stderr naming the problem, and no traceback."""
-        # Arrange
-        worker = await raw_worker()
-        # Act
-        result = await asyncio.to_thread(run_cli, ["idle", worker.address, "--timeout", "5s"])
+        # Arrange / Act
+        async with RawWorker() as worker:
+            result = await asyncio.to_thread(run_cli, ["idle", worker.address, "--timeout", "5s"])
         # Assert
         assert result.returncode == 5
         assert result.stdout == ""

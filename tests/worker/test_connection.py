@@ -9,7 +9,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.raw import UNDECODABLE
+from support.raw import UNDECODABLE, RawWorker
 from support.tasks import echo, sized
 
 from wool_idle.contract import stop_deadline, valid_idle
@@ -185,12 +185,11 @@ class TestWorkerConnection:
 
 class TestUndecodableReplies:
     @pytest.mark.parametrize("method", ["idle_time", "idle_report", "stop", "dispatch"])
-    async def test_call_undecodable_reply_is_malformed(self, raw_worker, method: str) -> None:
+    async def test_call_undecodable_reply_is_malformed(self, method: str) -> None:
         """Given a worker answering every method with bytes that are not its reply
         message, when each method is called, then MalformedReply (an RpcError with
         code INTERNAL, not transient) names the method and the message expected."""
         # Arrange
-        worker = await raw_worker()
         calls = {
             "idle_time": lambda c: c.idle_time(timeout=5),
             "idle_report": lambda c: c.idle_report(timeout=5),
@@ -198,7 +197,7 @@ class TestUndecodableReplies:
             "dispatch": lambda c: c.dispatch(echo, 1),
         }
         # Act
-        async with WorkerConnection(worker.address) as connection:
+        async with RawWorker() as worker, WorkerConnection(worker.address) as connection:
             with pytest.raises(MalformedReply) as raised:
                 await calls[method](connection)
         # Assert
@@ -209,24 +208,30 @@ class TestUndecodableReplies:
         assert f"does not decode as {expected}" in str(error)
         assert error.method == method.removesuffix("_time").removesuffix("_report")
 
-    async def test_dispatch_replies_out_of_order_is_malformed(self, raw_worker) -> None:
+    async def test_dispatch_replies_out_of_order_is_malformed(self) -> None:
         """Given a worker answering a dispatch with two Acks, when a task is
         dispatched, then MalformedReply says the replies were out of order."""
         # Arrange
         ack = Response(ack=Ack()).SerializeToString()
-        worker = await raw_worker(stream=[ack, ack])
         # Act
-        async with WorkerConnection(worker.address) as connection:
+        async with (
+            RawWorker(stream=[ack, ack]) as worker,
+            WorkerConnection(worker.address) as connection,
+        ):
             with pytest.raises(MalformedReply, match="out of order"):
                 await connection.dispatch(echo, 1)
 
-    async def test_idle_time_undecodable_then_good_worker(self, raw_worker, scripted) -> None:
+    async def test_idle_time_undecodable_then_good_worker(self, scripted) -> None:
         """Given one worker answering garbage and one answering a value, when both
         are asked, then only the first fails: the second's value comes back."""
         # Arrange
-        bad, good = await raw_worker(reply=UNDECODABLE), await scripted(seconds=4.0)
+        good = await scripted(seconds=4.0)
         # Act
-        async with WorkerConnection(bad.address) as one, WorkerConnection(good.address) as two:
+        async with (
+            RawWorker(reply=UNDECODABLE) as bad,
+            WorkerConnection(bad.address) as one,
+            WorkerConnection(good.address) as two,
+        ):
             with pytest.raises(MalformedReply):
                 await one.idle_time(timeout=5)
             value = await two.idle_time(timeout=5)
@@ -261,15 +266,15 @@ class TestIdleReport:
 
 
 class TestDispatchAfterAck:
-    async def test_dispatch_abort_after_ack_is_outcome_lost(self, raw_worker) -> None:
+    async def test_dispatch_abort_after_ack_is_outcome_lost(self) -> None:
         """Given a worker that acknowledges a task and then fails the call with a
         transient code, when the task is dispatched, then TaskOutcomeLost (not
         TransientRpcError: the task may have run) keeps the code."""
         # Arrange
         ack = Response(ack=Ack()).SerializeToString()
-        worker = await raw_worker(stream=[ack], abort=grpc.StatusCode.UNAVAILABLE)
+        aborting = RawWorker(stream=[ack], abort=grpc.StatusCode.UNAVAILABLE)
         # Act
-        async with WorkerConnection(worker.address) as connection:
+        async with aborting as worker, WorkerConnection(worker.address) as connection:
             with pytest.raises(TaskOutcomeLost) as raised:
                 await connection.dispatch(echo, 1)
         # Assert

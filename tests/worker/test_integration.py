@@ -116,19 +116,22 @@ class TestTaskIsolation:
         worker = LocalWorker()
         address = await worker.start()
         gate = tmp_path / "gate"
-        async with WorkerConnection(address) as connection:
-            running = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
-            while await connection.idle_time() != 0.0:
-                await asyncio.sleep(0.01)
-            # Act
-            with pytest.raises(TaskAborted) as aborted:
-                await connection.dispatch(tasks.exits, how)
-            gate.touch()
-            other = await running
-            idle = await connection.idle_time(timeout=5)
-            assert worker.process is not None
-            still_running = worker.process.returncode is None
-        await worker.stop(grace=5.0)
+        try:
+            async with WorkerConnection(address) as connection:
+                running = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
+                while await connection.idle_time() != 0.0:
+                    await asyncio.sleep(0.01)
+                # Act
+                with pytest.raises(TaskAborted) as aborted:
+                    await connection.dispatch(tasks.exits, how)
+                gate.touch()
+                other = await running
+                idle = await connection.idle_time(timeout=5)
+                assert worker.process is not None
+                still_running = worker.process.returncode is None
+            await worker.stop(grace=5.0)
+        finally:
+            await worker.kill()
         # Assert
         assert type(aborted.value.exception) is raised
         assert other == "ok"

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import uuid
 from pathlib import Path
 
 import pytest
+from support.processes import processes_with_marker
 
 from wool_idle.worker import WorkerConnection
 from wool_idle.worker.process import spawn_ready
-
-
-def children_mentioning(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker`` (a zombie's is empty)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 class TestSpawnReady:
@@ -57,26 +42,9 @@ class TestSpawnReady:
         """Given a child that prints nothing within the timeout, when spawned, then
         TimeoutError is raised and the child is killed and reaped."""
         # Arrange
-        marker = f"/tmp/wool-idle-ready-{uuid.uuid4().hex}.sock"
+        name, value = "WOOL_IDLE_SPAWN_TEST", uuid.uuid4().hex
         # Act
         with pytest.raises(TimeoutError, match="printed nothing"):
-            await spawn_ready(["worker", "--listen", f"unix:{marker}"], timeout=0.001)
+            await spawn_ready(["worker"], timeout=0.001, env={name: value})
         # Assert
-        assert children_mentioning(marker) == []
-
-    async def test_spawn_ready_cancelled_caller_kills_child(self) -> None:
-        """Given a spawn in progress, when the caller is cancelled, then the child is
-        killed and reaped as well."""
-        # Arrange
-        marker = f"/tmp/wool-idle-ready-{uuid.uuid4().hex}.sock"
-        spawning = asyncio.ensure_future(
-            spawn_ready(["worker", "--listen", f"unix:{marker}"], timeout=60)
-        )
-        while not children_mentioning(marker):
-            await asyncio.sleep(0.001)
-        # Act
-        spawning.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await spawning
-        # Assert
-        assert children_mentioning(marker) == []
+        assert processes_with_marker(f"{name}={value}") == []

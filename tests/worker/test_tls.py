@@ -55,13 +55,15 @@ class TestServerTls:
         flags = ["--tls-cert", material.server.cert, "--tls-key", material.server.key]
         worker = LocalWorker("localhost:0", extra_args=flags, tls=ClientTls(ca_file=material.ca))
         address = await worker.start()
-        before = await asyncio.to_thread(peer_serial, address, material.ca)
-        # Act
-        serial = issue(material.ca, material.server, ("rotated.localhost", "localhost"))
-        after = await asyncio.to_thread(peer_serial, address, material.ca)
-        async with WorkerConnection(address, tls=ClientTls(ca_file=material.ca)) as connection:
-            idle = await connection.idle_time(timeout=5)
-        await worker.stop(grace=1.0)
+        try:
+            before = await asyncio.to_thread(peer_serial, address, material.ca)
+            # Act
+            serial = issue(material.ca, material.server, ("rotated.localhost", "localhost"))
+            after = await asyncio.to_thread(peer_serial, address, material.ca)
+            async with WorkerConnection(address, tls=ClientTls(ca_file=material.ca)) as connection:
+                idle = await connection.idle_time(timeout=5)
+        finally:
+            await worker.kill()
         # Assert
         assert before != serial
         assert after == serial
