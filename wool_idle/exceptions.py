@@ -32,7 +32,7 @@ its side effects twice.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import grpc
 
@@ -78,7 +78,7 @@ class TaskAborted(WoolError):
         super().__init__(f"task raised {exception!r}")
         self.exception = exception
 
-    def __reduce__(self) -> tuple[type[TaskAborted], tuple[BaseException]]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return type(self), (self.exception,)
 
 
@@ -93,7 +93,7 @@ class OutcomeTooLarge(WoolError):
         )
         self.what, self.size, self.limit = what, size, limit
 
-    def __reduce__(self) -> tuple[type[OutcomeTooLarge], tuple[str, int, int]]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return type(self), (self.what, self.size, self.limit)
 
 
@@ -105,6 +105,9 @@ class RpcError(WoolError):
         self.method = method
         self.code = code
         self.details = details
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), (self.method, self.code, self.details)
 
 
 class TransientRpcError(RpcError):
@@ -121,7 +124,7 @@ class MalformedReply(RpcError):
     def __init__(self, method: str, details: str) -> None:
         super().__init__(method, MALFORMED_REPLY_CODE, details)
 
-    def __reduce__(self) -> tuple[type[MalformedReply], tuple[str, str]]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return type(self), (self.method, self.details)
 
 
