@@ -54,7 +54,8 @@ class WorkerConnection:
     it have finished. When the pool says the channel is outdated (its TLS files
     changed), the next call moves to a fresh one. Failed calls raise the
     errors of ``wool_idle.exceptions``; a reply that does not decode is a
-    ``MalformedReply``.
+    ``MalformedReply``. A call raises ``OSError`` naming the file if the TLS
+    files were never loadable (later bad files keep the last good ones).
     """
 
     def __init__(

@@ -77,9 +77,13 @@ class PemPaths:
                     self.cert_file, self.key_file
                 )
             except ssl.SSLError as error:
+                why = (
+                    "the key does not fit the certificate"
+                    if error.reason == "KEY_VALUES_MISMATCH"
+                    else "not a PEM certificate chain and its key"
+                )
                 raise OSError(
-                    f"invalid TLS certificate {self.cert_file!r} or key {self.key_file!r}: "
-                    f"{error.reason or error}"
+                    f"invalid TLS certificate {self.cert_file!r} or key {self.key_file!r}: {why}"
                 ) from None
         if pems.ca is not None:
             try:
