@@ -8,15 +8,31 @@
      +-- DispatchRejected          the worker refused a task before tracking it (Nack)
      +-- TaskCancelled             the worker cancelled a task it had accepted (a stop
      |                             whose grace ran out)
+     +-- TaskAborted               the task raised a BaseException that is not an
+     |                             Exception (SystemExit, KeyboardInterrupt, ...); it is
+     |                             delivered wrapped so it cannot end the caller's process
+     +-- OutcomeTooLarge           the task ran, but its pickled result or exception is
+     |                             over the message limit (sent by the worker as the
+     |                             task's exception)
      +-- RpcError                  an RPC failed with a status code
-          +-- TransientRpcError    the code is in TRANSIENT_CODES: retry elsewhere/later
+          +-- TransientRpcError    the code is in TRANSIENT_CODES and no task of the call
+          |                        started: retry elsewhere/later
           +-- StopRefused          a conditional stop the worker declined because it
-                                   was not idle long enough (FAILED_PRECONDITION)
+          |                        was not idle long enough (FAILED_PRECONDITION)
+          +-- MalformedReply       the reply did not decode as the method's message, or
+          |                        a dispatch's replies came in an impossible order
+          |                        (code INTERNAL): a broken or foreign server
+          +-- TaskOutcomeLost      a dispatch failed after the worker acknowledged the
+                                   task: it may have run, so it is never transient,
+                                   whatever the code
+
+A task that ran never maps to a transient error: retrying it elsewhere would run
+its side effects twice.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import grpc
 
@@ -27,6 +43,8 @@ TRANSIENT_CODES: Final[frozenset[grpc.StatusCode]] = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
+MALFORMED_REPLY_CODE: Final = grpc.StatusCode.INTERNAL
+"""The code of a ``MalformedReply``: what gRPC itself reports for an undecodable message."""
 
 
 class WoolError(Exception):
@@ -49,6 +67,36 @@ class TaskCancelled(WoolError):
     """The worker cancelled a task it had accepted: a stop's grace ran out."""
 
 
+class TaskAborted(WoolError):
+    """The task raised ``exception``, a ``BaseException`` that is not an ``Exception``.
+
+    A remote ``SystemExit`` or ``KeyboardInterrupt`` is the task's failure: it
+    must neither end the worker nor, re-raised as is, the caller's process.
+    """
+
+    def __init__(self, exception: BaseException) -> None:
+        super().__init__(f"task raised {exception!r}")
+        self.exception = exception
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), (self.exception,)
+
+
+class OutcomeTooLarge(WoolError):
+    """The task ran, but its pickled ``what`` ("result" or "exception") of ``size``
+    bytes is over the worker's ``limit``, so it cannot be sent back."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"the task ran, but its {what} is {size} bytes pickled, over the {limit}-byte "
+            "message limit"
+        )
+        self.what, self.size, self.limit = what, size, limit
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), (self.what, self.size, self.limit)
+
+
 class RpcError(WoolError):
     """An RPC to a worker failed with ``code``; ``details`` is the server's message."""
 
@@ -58,6 +106,9 @@ class RpcError(WoolError):
         self.code = code
         self.details = details
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), (self.method, self.code, self.details)
+
 
 class TransientRpcError(RpcError):
     """An RPC failed with a code in ``TRANSIENT_CODES``: the worker may answer later."""
@@ -65,6 +116,21 @@ class TransientRpcError(RpcError):
 
 class StopRefused(RpcError):
     """A conditional stop was declined: the worker was busy or not idle long enough."""
+
+
+class MalformedReply(RpcError):
+    """The worker answered ``method`` with bytes that are not its reply message."""
+
+    def __init__(self, method: str, details: str) -> None:
+        super().__init__(method, MALFORMED_REPLY_CODE, details)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), (self.method, self.details)
+
+
+class TaskOutcomeLost(RpcError):
+    """A dispatch failed after the worker acknowledged its task: the task may have
+    run, so retrying it elsewhere is not safe (whatever ``code`` says)."""
 
 
 def rpc_error(method: str, error: grpc.aio.AioRpcError) -> WoolError:

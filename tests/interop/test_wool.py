@@ -154,3 +154,26 @@ class TestTogether:
         assert facts["grace"] == 1.5
         assert facts["names"] == ["wool.runtime.protobuf.wire.StopRequest"] * 2
         assert facts["embedded"] is True
+
+
+class TestConditionalStopAdvertised:
+    async def test_idle_report_wool_not_honoured_ours_honoured(self, wool15, wool_worker) -> None:
+        """Given a wool 0.15 worker and our worker, when idle_report asks both, then
+        the wool worker's reply says the conditional stop is not honoured and ours
+        says it is; both give their seconds. (That wool's own client still reads our
+        idle reply, extension field and all: test_wool15_client_idle_and_stop_our_worker.)"""
+        # Arrange
+        theirs_worker = wool_worker(wool15)
+        worker = LocalWorker()
+        address = await worker.start()
+        # Act
+        try:
+            async with WorkerConnection(theirs_worker.address) as connection:
+                theirs = await connection.idle_report(timeout=5)
+            async with WorkerConnection(address) as connection:
+                ours = await connection.idle_report(timeout=5)
+        finally:
+            await worker.kill()
+        # Assert
+        assert theirs.conditional_stop is False and theirs.seconds > 0
+        assert ours.conditional_stop is True and ours.seconds > 0

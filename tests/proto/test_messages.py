@@ -6,7 +6,7 @@ import math
 import struct
 from pathlib import Path
 
-from google.protobuf import descriptor_pool
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,6 +47,53 @@ class TestMessageConstruction:
         # Assert
         assert not plain.HasField("if_idle_for")
         assert conditional.HasField("if_idle_for")
+
+
+def wool_idle_message() -> type:
+    """A message shaped like wool's ``Idle``: only ``double seconds = 1``."""
+    file = descriptor_pb2.FileDescriptorProto(name="wool_shape.proto", package="shape")
+    message = file.message_type.add(name="Idle")
+    message.field.add(
+        name="seconds",
+        number=1,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shape.Idle"))
+
+
+class TestIdleExtension:
+    def test_conditional_stop_is_an_extension_field(self) -> None:
+        """Given IdleTime, then conditional_stop sits on field 10002 (an extension
+        number, >= 10000) and seconds keeps wool's field 1."""
+        # Arrange
+        fields = proto.IdleTime.DESCRIPTOR.fields_by_name
+        # Assert
+        assert fields["conditional_stop"].number == 10002
+        assert fields["seconds"].number == 1
+
+    def test_wool_shaped_reply_reads_as_not_honoured(self) -> None:
+        """Given the bytes of a wool-shaped idle reply (seconds only), when parsed as
+        IdleTime, then the seconds survive and conditional_stop is False."""
+        # Arrange
+        theirs = wool_idle_message()(seconds=12.5).SerializeToString()
+        # Act
+        ours = proto.IdleTime.FromString(theirs)
+        # Assert
+        assert (ours.seconds, ours.conditional_stop) == (12.5, False)
+
+    def test_our_reply_reads_in_wool_shape(self) -> None:
+        """Given our idle reply with conditional_stop set, when parsed by a
+        wool-shaped message, then it reads the seconds and ignores the extension."""
+        # Arrange
+        ours = proto.IdleTime(seconds=3.25, conditional_stop=True).SerializeToString()
+        # Act
+        theirs = wool_idle_message().FromString(ours)
+        # Assert
+        assert theirs.seconds == 3.25
+        assert theirs.SerializeToString() == ours
 
 
 class TestGencode:

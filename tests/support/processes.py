@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 COMMAND = (sys.executable, "-m", "wool_idle")
 
@@ -34,3 +35,17 @@ def spawn_cli(args: Sequence[str], **kwargs: object) -> subprocess.Popen[str]:
         stdin=subprocess.DEVNULL,
         **kwargs,  # type: ignore[call-overload]
     )
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    """PIDs of live processes whose environment carries ``marker`` (``NAME=value``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

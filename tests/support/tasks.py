@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 import cloudpickle
 
@@ -41,3 +42,27 @@ async def gated(gate: str, outcome: str = "return") -> str:
 
 def not_a_coroutine() -> str:
     return "sync"
+
+
+class Unusual(BaseException):
+    """A BaseException that is neither an Exception nor a process exit."""
+
+
+async def exits(how: str) -> str:
+    """End the task the way ``how`` says: ``sys.exit``, ``SystemExit``,
+    ``KeyboardInterrupt`` or a custom ``BaseException``."""
+    await asyncio.sleep(0)
+    if how == "sys_exit":
+        sys.exit(3)
+    if how == "system_exit":
+        raise SystemExit("bye")
+    if how == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    raise Unusual("unusual")
+
+
+async def sized(size: int, outcome: str = "return") -> bytes:
+    """Return (or raise a ValueError carrying) ``size`` bytes."""
+    if outcome == "raise":
+        raise ValueError(b"x" * size)
+    return b"x" * size

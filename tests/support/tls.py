@@ -105,3 +105,21 @@ def client_flags(material: TlsMaterial, identity: str) -> list[str]:
     """The wool-idle client TLS flags presenting ``identity``'s certificate."""
     files = material.clients[identity]
     return ["--tls-ca", material.ca, "--tls-cert", files.cert, "--tls-key", files.key]
+
+
+def issue(ca: str, files: CertFiles, names: tuple[str, ...]) -> int:
+    """Write a new certificate and key to ``files`` (replacing what is there) for
+    the DNS ``names`` and 127.0.0.1, signed by the CA whose certificate is
+    ``ca`` (its key lies beside it, ``.key``); return the new serial number."""
+    ca_cert = x509.load_pem_x509_certificate(Path(ca).read_bytes())
+    ca_key = serialization.load_pem_private_key(Path(ca).with_suffix(".key").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in names]
+    sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    cert = _certificate(names[0], ca_cert.subject, ca_key, key, sans, is_ca=False)
+    directory = Path(files.cert).parent
+    written = _write(directory, "issued", cert, key)
+    Path(written.key).replace(files.key)
+    Path(written.cert).replace(files.cert)
+    return cert.serial_number

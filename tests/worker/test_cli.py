@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 from support.processes import run_cli, spawn_cli
+from support.raw import RawWorker
 from support.tls import client_flags
 
 
@@ -134,3 +136,18 @@ class TestWorkerCli:
         # Assert
         assert result.returncode == 4
         assert "UNAVAILABLE" in result.stderr
+
+
+class TestIdleCliUndecodableReply:
+    async def test_idle_undecodable_reply_exits_5_with_one_line(self) -> None:
+        """Given a worker answering idle with bytes that are not an IdleTime, when
+        `wool-idle idle` polls it, then it exits 5 (RPC error) with one line on
+        stderr naming the problem, and no traceback."""
+        # Arrange / Act
+        async with RawWorker() as worker:
+            result = await asyncio.to_thread(run_cli, ["idle", worker.address, "--timeout", "5s"])
+        # Assert
+        assert result.returncode == 5
+        assert result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "INTERNAL" in result.stderr and "does not decode as IdleTime" in result.stderr

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.raw import UNDECODABLE, RawWorker
+from support.tasks import echo, sized
 
 from wool_idle.contract import stop_deadline, valid_idle
 from wool_idle.exceptions import (
     TRANSIENT_CODES,
     IdleUnavailable,
+    MalformedReply,
     RpcError,
     StopRefused,
+    TaskOutcomeLost,
     TransientRpcError,
     WoolError,
 )
-from wool_idle.worker import WorkerConnection
+from wool_idle.proto import Ack, Response
+from wool_idle.worker import IdleReport, WorkerConnection, WorkerService
 from wool_idle.worker.channels import pool
 
 ERROR_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
@@ -151,6 +157,23 @@ class TestWorkerConnection:
         # Assert
         assert (shared, after_one, pool().users(first.key)) == (2, 1, 0)
 
+    async def test_close_lets_call_in_flight_finish(self, scripted) -> None:
+        """Given a connection with an idle call in flight (the worker answers after a
+        delay), when the connection is closed, then the call still gets its answer
+        and the channel is given back afterwards."""
+        # Arrange
+        worker = await scripted(seconds=2.0, delay=0.3)
+        connection = WorkerConnection(worker.address)
+        call = asyncio.ensure_future(connection.idle_time(timeout=10))
+        while worker.idle_calls == 0:
+            await asyncio.sleep(0.01)
+        # Act
+        await connection.close()
+        value = await call
+        # Assert
+        assert value == 2.0
+        assert pool().users(connection.key) == 0
+
     @pytest.mark.parametrize("target", ["", "localhost", "host:0", "host:99999", "unix:", "a b:1"])
     def test_init_rejects_malformed_target(self, target: str) -> None:
         """Given a malformed target address, when a connection is made, then it raises
@@ -158,6 +181,121 @@ class TestWorkerConnection:
         # Act / Assert
         with pytest.raises(ValueError, match="invalid address"):
             WorkerConnection(target)
+
+
+class TestUndecodableReplies:
+    @pytest.mark.parametrize("method", ["idle_time", "idle_report", "stop", "dispatch"])
+    async def test_call_undecodable_reply_is_malformed(self, method: str) -> None:
+        """Given a worker answering every method with bytes that are not its reply
+        message, when each method is called, then MalformedReply (an RpcError with
+        code INTERNAL, not transient) names the method and the message expected."""
+        # Arrange
+        calls = {
+            "idle_time": lambda c: c.idle_time(timeout=5),
+            "idle_report": lambda c: c.idle_report(timeout=5),
+            "stop": lambda c: c.stop(1.0, timeout=5),
+            "dispatch": lambda c: c.dispatch(echo, 1),
+        }
+        # Act
+        async with RawWorker() as worker, WorkerConnection(worker.address) as connection:
+            with pytest.raises(MalformedReply) as raised:
+                await calls[method](connection)
+        # Assert
+        error = raised.value
+        assert isinstance(error, RpcError) and not isinstance(error, TransientRpcError)
+        assert error.code is grpc.StatusCode.INTERNAL
+        expected = {"dispatch": "Response", "stop": "Void"}.get(method, "IdleTime")
+        assert f"does not decode as {expected}" in str(error)
+        assert error.method == method.removesuffix("_time").removesuffix("_report")
+
+    async def test_dispatch_replies_out_of_order_is_malformed(self) -> None:
+        """Given a worker answering a dispatch with two Acks, when a task is
+        dispatched, then MalformedReply says the replies were out of order."""
+        # Arrange
+        ack = Response(ack=Ack()).SerializeToString()
+        # Act
+        async with (
+            RawWorker(stream=[ack, ack]) as worker,
+            WorkerConnection(worker.address) as connection,
+        ):
+            with pytest.raises(MalformedReply, match="out of order"):
+                await connection.dispatch(echo, 1)
+
+    async def test_idle_time_undecodable_then_good_worker(self, scripted) -> None:
+        """Given one worker answering garbage and one answering a value, when both
+        are asked, then only the first fails: the second's value comes back."""
+        # Arrange
+        good = await scripted(seconds=4.0)
+        # Act
+        async with (
+            RawWorker(reply=UNDECODABLE) as bad,
+            WorkerConnection(bad.address) as one,
+            WorkerConnection(good.address) as two,
+        ):
+            with pytest.raises(MalformedReply):
+                await one.idle_time(timeout=5)
+            value = await two.idle_time(timeout=5)
+        # Assert
+        assert value == 4.0
+
+
+class TestIdleReport:
+    async def test_idle_report_our_worker_honours_conditional_stop(self, start_server) -> None:
+        """Given our worker, when idle_report is awaited, then the reply says the
+        conditional stop is honoured, and idle_time gives the same kind of value."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            report = await connection.idle_report(timeout=5)
+            seconds = await connection.idle_time(timeout=5)
+        # Assert
+        assert report.conditional_stop is True
+        assert 0.0 < report.seconds <= seconds
+
+    async def test_idle_report_without_extension_is_not_honoured(self, scripted) -> None:
+        """Given a worker whose reply carries only the seconds (as wool's does), when
+        idle_report is awaited, then the conditional stop reads as not honoured."""
+        # Arrange
+        worker = await scripted(seconds=7.5)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            report = await connection.idle_report()
+        # Assert
+        assert report == IdleReport(seconds=7.5, conditional_stop=False)
+
+
+class TestDispatchAfterAck:
+    async def test_dispatch_abort_after_ack_is_outcome_lost(self) -> None:
+        """Given a worker that acknowledges a task and then fails the call with a
+        transient code, when the task is dispatched, then TaskOutcomeLost (not
+        TransientRpcError: the task may have run) keeps the code."""
+        # Arrange
+        ack = Response(ack=Ack()).SerializeToString()
+        aborting = RawWorker(stream=[ack], abort=grpc.StatusCode.UNAVAILABLE)
+        # Act
+        async with aborting as worker, WorkerConnection(worker.address) as connection:
+            with pytest.raises(TaskOutcomeLost) as raised:
+                await connection.dispatch(echo, 1)
+        # Assert
+        assert not isinstance(raised.value, TransientRpcError)
+        assert raised.value.code is grpc.StatusCode.UNAVAILABLE
+
+    async def test_dispatch_result_over_client_limit_is_outcome_lost(self, start_server) -> None:
+        """Given a worker allowed to send more than the client receives, when a task
+        returns a result over the client's limit, then the call fails with
+        TaskOutcomeLost (never "retry elsewhere"), and the worker keeps serving."""
+        # Arrange
+        server = await start_server(service=WorkerService(max_outcome_bytes=64 * 1024 * 1024))
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(TaskOutcomeLost) as raised:
+                await connection.dispatch(sized, 5 * 1024 * 1024)
+            after = await connection.dispatch(echo, "still serving")
+        # Assert
+        assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert not isinstance(raised.value, TransientRpcError)
+        assert after == "still serving"
 
 
 class TestContractHelpers:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import tasks
 
-from wool_idle.exceptions import IdleUnavailable, RpcError, TransientRpcError
+from wool_idle.exceptions import IdleUnavailable, RpcError, TaskAborted, TransientRpcError
 from wool_idle.worker import LocalWorker, WorkerConnection
 
 
@@ -91,3 +91,49 @@ class TestWorkerControlSurface:
         await worker.stop(grace=1.0)
         # Assert
         assert result == 0.01
+
+
+class TestTaskIsolation:
+    @pytest.mark.parametrize(
+        ("how", "raised"),
+        [
+            ("sys_exit", SystemExit),
+            ("system_exit", SystemExit),
+            ("keyboard_interrupt", KeyboardInterrupt),
+            ("unusual", tasks.Unusual),
+        ],
+    )
+    async def test_dispatch_process_exit_fails_only_its_task(
+        self, tmp_path: Path, how: str, raised: type[BaseException]
+    ) -> None:
+        """Given a worker process running a gated task, when a second task calls
+        sys.exit or raises SystemExit, KeyboardInterrupt or another BaseException,
+        then only that task fails (TaskAborted carrying its exception), the gated
+        task still completes, idle keeps answering and the worker stays up until
+        it is stopped."""
+        # Arrange
+        tasks.by_value()
+        worker = LocalWorker()
+        address = await worker.start()
+        gate = tmp_path / "gate"
+        try:
+            async with WorkerConnection(address) as connection:
+                running = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
+                while await connection.idle_time() != 0.0:
+                    await asyncio.sleep(0.01)
+                # Act
+                with pytest.raises(TaskAborted) as aborted:
+                    await connection.dispatch(tasks.exits, how)
+                gate.touch()
+                other = await running
+                idle = await connection.idle_time(timeout=5)
+                assert worker.process is not None
+                still_running = worker.process.returncode is None
+            await worker.stop(grace=5.0)
+        finally:
+            await worker.kill()
+        # Assert
+        assert type(aborted.value.exception) is raised
+        assert other == "ok"
+        assert idle >= 0.0 and still_running
+        assert worker.process.returncode == 0

@@ -11,10 +11,11 @@ import cloudpickle
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from support.tasks import echo, gated, not_a_coroutine, sleep_for
+from support.tasks import echo, gated, not_a_coroutine, sized, sleep_for
 
 from wool_idle.exceptions import (
     DispatchRejected,
+    OutcomeTooLarge,
     RpcError,
     StopRefused,
     TaskCancelled,
@@ -167,6 +168,42 @@ class TestWorkerService:
                 await connection.dispatch(not_a_coroutine)  # type: ignore[arg-type]
         # Assert
         assert value == {"k": [1, 2]}
+
+    @pytest.mark.parametrize("outcome", ["return", "raise"])
+    async def test_dispatch_outcome_over_limit_is_task_failure(
+        self, start_server, outcome: str
+    ) -> None:
+        """Given a worker with the default outcome limit, when a task returns (or
+        raises) more than the limit, then the caller gets OutcomeTooLarge as that
+        task's exception (never a transient error: the task ran), and the worker
+        keeps serving."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(OutcomeTooLarge) as raised:
+                await connection.dispatch(sized, 5 * 1024 * 1024, outcome)
+            after = await connection.dispatch(echo, "next")
+            idle = await connection.idle_time()
+        # Assert
+        error = raised.value
+        assert error.what == {"return": "result", "raise": "exception"}[outcome]
+        assert error.size > error.limit == 4 * 1024 * 1024
+        assert "the task ran" in str(error)
+        assert after == "next" and idle >= 0.0
+
+    async def test_dispatch_outcome_at_limit_is_sent(self, start_server) -> None:
+        """Given a worker with a small outcome limit, when a task's result fits
+        under it, then the result comes back unchanged."""
+        # Arrange
+        server = await start_server(service=WorkerService(max_outcome_bytes=64 * 1024))
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            result = await connection.dispatch(sized, 1024)
+            with pytest.raises(OutcomeTooLarge):
+                await connection.dispatch(sized, 64 * 1024)
+        # Assert
+        assert result == b"x" * 1024
 
     @pytest.mark.parametrize(
         ("grace", "expect_completed"), [(0.0, False), (5.0, True), (-1.0, True), (0.2, False)]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.DescriptorPool().AddSerializedFile(b'\n\x0cworker.proto\x12\x1awool.runtime.protobuf.wire\"\x06\n\x04Void\"\x1b\n\x08IdleTime\x12\x0f\n\x07seconds\x18\x01 \x01(\x01\"I\n\x0bStopRequest\x12\x0f\n\x07timeout\x18\x01 \x01(\x02\x12\x19\n\x0bif_idle_for\x18\x91N \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_if_idle_for\"(\n\x07Request\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\x0c\"\x9e\x01\n\x08Response\x12.\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x1f.wool.runtime.protobuf.wire.AckH\x00\x12\x30\n\x04nack\x18\x02 \x01(\x0b\x32 .wool.runtime.protobuf.wire.NackH\x00\x12\x10\n\x06result\x18\x03 \x01(\x0cH\x00\x12\x13\n\texception\x18\x04 \x01(\x0cH\x00\x42\t\n\x07payload\"\x05\n\x03\x41\x63k\"\x16\n\x04Nack\x12\x0e\n\x06reason\x18\x01 \x01(\t2\x86\x02\n\x06Worker\x12Y\n\x08\x64ispatch\x12#.wool.runtime.protobuf.wire.Request\x1a$.wool.runtime.protobuf.wire.Response(\x01\x30\x01\x12Q\n\x04stop\x12\'.wool.runtime.protobuf.wire.StopRequest\x1a .wool.runtime.protobuf.wire.Void\x12N\n\x04idle\x12 .wool.runtime.protobuf.wire.Void\x1a$.wool.runtime.protobuf.wire.IdleTimeb\x06proto3')
+DESCRIPTOR = _descriptor_pool.DescriptorPool().AddSerializedFile(b'\n\x0cworker.proto\x12\x1awool.runtime.protobuf.wire\"\x06\n\x04Void\"6\n\x08IdleTime\x12\x0f\n\x07seconds\x18\x01 \x01(\x01\x12\x19\n\x10\x63onditional_stop\x18\x92N \x01(\x08\"I\n\x0bStopRequest\x12\x0f\n\x07timeout\x18\x01 \x01(\x02\x12\x19\n\x0bif_idle_for\x18\x91N \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_if_idle_for\"(\n\x07Request\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\x0c\"\x9e\x01\n\x08Response\x12.\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x1f.wool.runtime.protobuf.wire.AckH\x00\x12\x30\n\x04nack\x18\x02 \x01(\x0b\x32 .wool.runtime.protobuf.wire.NackH\x00\x12\x10\n\x06result\x18\x03 \x01(\x0cH\x00\x12\x13\n\texception\x18\x04 \x01(\x0cH\x00\x42\t\n\x07payload\"\x05\n\x03\x41\x63k\"\x16\n\x04Nack\x12\x0e\n\x06reason\x18\x01 \x01(\t2\x86\x02\n\x06Worker\x12Y\n\x08\x64ispatch\x12#.wool.runtime.protobuf.wire.Request\x1a$.wool.runtime.protobuf.wire.Response(\x01\x30\x01\x12Q\n\x04stop\x12\'.wool.runtime.protobuf.wire.StopRequest\x1a .wool.runtime.protobuf.wire.Void\x12N\n\x04idle\x12 .wool.runtime.protobuf.wire.Void\x1a$.wool.runtime.protobuf.wire.IdleTimeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,17 +34,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VOID']._serialized_start=44
   _globals['_VOID']._serialized_end=50
   _globals['_IDLETIME']._serialized_start=52
-  _globals['_IDLETIME']._serialized_end=79
-  _globals['_STOPREQUEST']._serialized_start=81
-  _globals['_STOPREQUEST']._serialized_end=154
-  _globals['_REQUEST']._serialized_start=156
-  _globals['_REQUEST']._serialized_end=196
-  _globals['_RESPONSE']._serialized_start=199
-  _globals['_RESPONSE']._serialized_end=357
-  _globals['_ACK']._serialized_start=359
-  _globals['_ACK']._serialized_end=364
-  _globals['_NACK']._serialized_start=366
-  _globals['_NACK']._serialized_end=388
-  _globals['_WORKER']._serialized_start=391
-  _globals['_WORKER']._serialized_end=653
+  _globals['_IDLETIME']._serialized_end=106
+  _globals['_STOPREQUEST']._serialized_start=108
+  _globals['_STOPREQUEST']._serialized_end=181
+  _globals['_REQUEST']._serialized_start=183
+  _globals['_REQUEST']._serialized_end=223
+  _globals['_RESPONSE']._serialized_start=226
+  _globals['_RESPONSE']._serialized_end=384
+  _globals['_ACK']._serialized_start=386
+  _globals['_ACK']._serialized_end=391
+  _globals['_NACK']._serialized_start=393
+  _globals['_NACK']._serialized_end=415
+  _globals['_WORKER']._serialized_start=418
+  _globals['_WORKER']._serialized_end=680
 # @@protoc_insertion_point(module_scope)

@@ -10,10 +10,12 @@ class Void(_message.Message):
     def __init__(self) -> None: ...
 
 class IdleTime(_message.Message):
-    __slots__ = ("seconds",)
+    __slots__ = ("seconds", "conditional_stop")
     SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_STOP_FIELD_NUMBER: _ClassVar[int]
     seconds: float
-    def __init__(self, seconds: _Optional[float] = ...) -> None: ...
+    conditional_stop: bool
+    def __init__(self, seconds: _Optional[float] = ..., conditional_stop: _Optional[bool] = ...) -> None: ...
 
 class StopRequest(_message.Message):
     __slots__ = ("timeout", "if_idle_for")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wool_idle.worker.connection import WorkerConnection
+from wool_idle.worker.connection import IdleReport, WorkerConnection
 from wool_idle.worker.local import LocalWorker, Worker, WorkerLike
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
@@ -10,6 +10,7 @@ from wool_idle.worker.tls import ClientTls, ServerTls
 
 __all__ = [
     "ClientTls",
+    "IdleReport",
     "LocalWorker",
     "ServerTls",
     "Worker",

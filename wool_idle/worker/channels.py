@@ -3,19 +3,26 @@
 Connections to the same worker with the same TLS settings and options share
 one channel; the channel closes when the last connection releases it. gRPC
 aio channels belong to the loop that made them, hence one pool per loop.
+
+A TLS channel is made from its files as they were when it opened. The pool
+looks at a TLS setting's files at most once per ``RECHECK_INTERVAL``; once
+they changed, the next ``acquire`` opens a new channel, and ``current`` tells
+a connection holding the old one to move (the old one closes when its last
+user releases it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
-from wool_idle.worker.tls import ClientTls
+from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet, PemWatch
 
 ChannelOptions = tuple[tuple[str, Any], ...]
 
@@ -32,45 +39,82 @@ class ChannelKey:
 @dataclass
 class _Entry:
     channel: grpc.aio.Channel
+    pems: PemSet | None
     users: int = field(default=0)
 
 
 class ChannelPool:
     """Channels keyed by ``ChannelKey``, opened on first acquire, closed on last release."""
 
-    def __init__(self) -> None:
-        self._entries: dict[ChannelKey, _Entry] = {}
+    def __init__(
+        self,
+        *,
+        recheck_interval: float = RECHECK_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._entries: dict[ChannelKey, list[_Entry]] = {}
+        self._watches: dict[ClientTls, PemWatch] = {}
+        self._recheck_interval = recheck_interval
+        self._clock = clock
 
     def acquire(self, key: ChannelKey) -> grpc.aio.Channel:
-        """Return the shared channel for ``key``, opening it if needed."""
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry(_open(key))
+        """Return the shared channel for ``key``, opening it if needed (or if its
+        TLS files changed). ``OSError`` if the TLS files cannot be loaded at all."""
+        entries = self._entries.setdefault(key, [])
+        if not entries or self._stale(key, entries[-1]):
+            try:
+                entries.append(self._open(key))
+            except BaseException:
+                if not entries:
+                    del self._entries[key]
+                raise
+        entry = entries[-1]
         entry.users += 1
         return entry.channel
 
-    async def release(self, key: ChannelKey) -> None:
-        """Drop one use of ``key``'s channel; close it when no one uses it."""
-        entry = self._entries.get(key)
+    def current(self, key: ChannelKey, channel: grpc.aio.Channel) -> bool:
+        """Whether ``channel`` is the one ``acquire(key)`` would return now."""
+        entries = self._entries.get(key)
+        if not entries or entries[-1].channel is not channel:
+            return False
+        return not self._stale(key, entries[-1])
+
+    async def release(self, key: ChannelKey, channel: grpc.aio.Channel) -> None:
+        """Drop one use of ``channel`` (acquired for ``key``); close it when no one uses it."""
+        entries = self._entries.get(key, [])
+        entry = next((e for e in entries if e.channel is channel), None)
         if entry is None:
             return
         entry.users -= 1
         if entry.users <= 0:
-            del self._entries[key]
+            entries.remove(entry)
+            if not entries:
+                del self._entries[key]
             await entry.channel.close()
 
     def users(self, key: ChannelKey) -> int:
-        """How many connections hold ``key``'s channel (0 when it is closed)."""
-        entry = self._entries.get(key)
-        return entry.users if entry else 0
+        """How many connections hold a channel of ``key`` (0 when none is open)."""
+        return sum(entry.users for entry in self._entries.get(key, ()))
 
+    def _stale(self, key: ChannelKey, entry: _Entry) -> bool:
+        return key.tls is not None and self._watch(key.tls).current() != entry.pems
 
-def _open(key: ChannelKey) -> grpc.aio.Channel:
-    options: Sequence[tuple[str, Any]] = list(key.options)
-    if key.tls is None:
-        return grpc.aio.insecure_channel(key.target, options=options)
-    options = [*options, *key.tls.channel_options()]
-    return grpc.aio.secure_channel(key.target, key.tls.credentials(), options=options)
+    def _watch(self, tls: ClientTls) -> PemWatch:
+        found = self._watches.get(tls)
+        if found is None:
+            found = self._watches[tls] = PemWatch(
+                tls.paths(), interval=self._recheck_interval, clock=self._clock
+            )
+        return found
+
+    def _open(self, key: ChannelKey) -> _Entry:
+        options: Sequence[tuple[str, Any]] = list(key.options)
+        if key.tls is None:
+            return _Entry(grpc.aio.insecure_channel(key.target, options=options), None)
+        pems = self._watch(key.tls).current()
+        options = [*options, *key.tls.channel_options()]
+        channel = grpc.aio.secure_channel(key.target, key.tls.credentials(pems), options=options)
+        return _Entry(channel, pems)
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ChannelPool] = (

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import cloudpickle
 import grpc
 
 from wool_idle.contract import DEFAULT_GRACE
-from wool_idle.exceptions import DispatchRejected, TransientRpcError, WoolError, rpc_error
-from wool_idle.proto import DISPATCH, IDLE, STOP, IdleTime, Request, Response, StopRequest, Void
+from wool_idle.exceptions import (
+    DispatchRejected,
+    MalformedReply,
+    TaskAborted,
+    TaskOutcomeLost,
+    TransientRpcError,
+    rpc_error,
+)
+from wool_idle.proto import Request, Response, StopRequest, Void
 from wool_idle.worker.address import parse_address
-from wool_idle.worker.channels import ChannelKey, pool
+from wool_idle.worker.channels import ChannelKey, ChannelPool, pool
+from wool_idle.worker.stubs import Stubs, decoded
 from wool_idle.worker.tls import ClientTls
 
 T = TypeVar("T")
@@ -25,12 +35,27 @@ def check_timeout(timeout: float | None) -> None:
         raise ValueError(f"timeout must be positive or None, got {timeout!r}")
 
 
+@dataclass(frozen=True)
+class IdleReport:
+    """One answer to the idle RPC."""
+
+    seconds: float
+    """Idle seconds exactly as the worker sent them (check with ``contract.valid_idle``)."""
+    conditional_stop: bool
+    """Whether the worker honours ``stop(if_idle_for=...)``: True from a wool-idle
+    worker, False from a wool worker (which stops unconditionally)."""
+
+
 class WorkerConnection:
     """A client for one worker, over a pooled channel.
 
     The channel is taken from the running loop's pool on first use and given
-    back by ``close`` (or leaving ``async with``). Failed calls raise the
-    errors of ``wool_idle.exceptions``.
+    back by ``close`` (or leaving ``async with``) once the calls in flight on
+    it have finished. When the pool says the channel is outdated (its TLS files
+    changed), the next call moves to a fresh one. Failed calls raise the
+    errors of ``wool_idle.exceptions``; a reply that does not decode is a
+    ``MalformedReply``. A call raises ``OSError`` naming the file if the TLS
+    files were never loadable (later bad files keep the last good ones).
     """
 
     def __init__(
@@ -42,7 +67,8 @@ class WorkerConnection:
     ) -> None:
         self.target = parse_address(target)
         self.key = ChannelKey(self.target, tls, tuple(options))
-        self._calls: _Calls | None = None
+        self._stubs: Stubs | None = None
+        self._pool: ChannelPool | None = None
 
     async def __aenter__(self) -> WorkerConnection:
         return self
@@ -50,25 +76,56 @@ class WorkerConnection:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def _stubs(self) -> _Calls:
-        """The pooled channel's callables, made once per acquisition (a hot path)."""
-        if self._calls is None:
-            self._calls = _Calls(pool().acquire(self.key))
-        return self._calls
+    @contextlib.asynccontextmanager
+    async def _call(self) -> AsyncIterator[Stubs]:
+        """The current channel's stubs, held for the duration of one call."""
+        if self._pool is None:
+            self._pool = pool()
+        stubs = self._stubs
+        if stubs is None or not self._pool.current(self.key, stubs.channel):
+            self._stubs = Stubs(self._pool.acquire(self.key))
+            if stubs is not None:
+                await self._retire(stubs)
+            stubs = self._stubs
+        stubs.calls += 1
+        try:
+            yield stubs
+        finally:
+            stubs.calls -= 1
+            if stubs is not self._stubs:
+                await self._retire(stubs)
+
+    async def _retire(self, stubs: Stubs) -> None:
+        """Give back a channel this connection no longer uses, once idle."""
+        if stubs.calls == 0 and not stubs.released and self._pool is not None:
+            stubs.released = True
+            await self._pool.release(self.key, stubs.channel)
+
+    async def idle_report(self, timeout: float | None = None) -> IdleReport:
+        """Ask the worker's idle RPC: its idle seconds and whether it honours the
+        conditional stop.
+
+        ``timeout`` (None or positive) is the call's deadline. Raises
+        ``ValueError`` for a non-positive timeout before any call,
+        ``IdleUnavailable`` if the worker predates the idle RPC,
+        ``MalformedReply`` if the reply does not decode.
+        """
+        check_timeout(timeout)
+        async with self._call() as stubs:
+            try:
+                reply = await stubs.idle(Void(), timeout=timeout)
+            except grpc.aio.AioRpcError as error:
+                raise rpc_error("idle", error) from error
+        message = decoded("idle", reply)
+        return IdleReport(float(message.seconds), bool(message.conditional_stop))
 
     async def idle_time(self, timeout: float | None = None) -> float:
         """Return the worker's reported idle seconds, exactly as sent.
 
-        ``timeout`` (None or positive) is the call's deadline. Raises
-        ``ValueError`` for a non-positive timeout before any call,
-        ``IdleUnavailable`` if the worker predates the idle RPC.
+        The same call and errors as ``idle_report``, which also tells whether
+        the worker honours the conditional stop.
         """
-        check_timeout(timeout)
-        try:
-            reply: IdleTime = await self._stubs().idle(Void(), timeout=timeout)
-        except grpc.aio.AioRpcError as error:
-            raise rpc_error("idle", error) from error
-        return float(reply.seconds)
+        return (await self.idle_report(timeout)).seconds
 
     async def stop(
         self,
@@ -81,17 +138,20 @@ class WorkerConnection:
 
         ``grace`` 0 cancels at once; negative waits indefinitely. With
         ``if_idle_for``, our worker refuses (``StopRefused``) unless it has been
-        idle at least that long; a wool worker ignores the condition.
-        ``timeout`` is the call's deadline and must exceed a non-negative grace.
+        idle at least that long; a wool worker ignores the condition (see
+        ``IdleReport.conditional_stop``). ``timeout`` is the call's deadline
+        and must exceed a non-negative grace.
         """
         check_timeout(timeout)
         request = StopRequest(timeout=grace)
         if if_idle_for is not None:
             request.if_idle_for = if_idle_for
-        try:
-            await self._stubs().stop(request, timeout=timeout)
-        except grpc.aio.AioRpcError as error:
-            raise rpc_error("stop", error) from error
+        async with self._call() as stubs:
+            try:
+                reply = await stubs.stop(request, timeout=timeout)
+            except grpc.aio.AioRpcError as error:
+                raise rpc_error("stop", error) from error
+        decoded("stop", reply)
 
     async def dispatch(
         self, function: Callable[..., Coroutine[Any, Any, T]], /, *args: Any, **kwargs: Any
@@ -99,59 +159,53 @@ class WorkerConnection:
         """Run ``function(*args, **kwargs)`` on the worker and return its result.
 
         Raises ``DispatchRejected`` if the worker refused the task before
-        tracking it, the task's own exception if it raised, and RPC errors as
-        mapped in ``wool_idle.exceptions``; a call cancelled by a closing
-        worker before it acknowledged the task is a ``TransientRpcError``
-        too (the task never started).
+        tracking it; the task's own exception if it raised one (a
+        ``BaseException`` that is not an ``Exception``, like ``SystemExit``,
+        comes wrapped in ``TaskAborted``); RPC errors as mapped in
+        ``wool_idle.exceptions``. Only a failure before the worker
+        acknowledged the task can be a ``TransientRpcError`` (a call the worker
+        cancels as it closes is one: the task never started); any failure
+        after it is a ``TaskOutcomeLost``, since the task may have run.
         """
         request = Request(
             task_id=str(uuid.uuid4()), task=cloudpickle.dumps((function, args, kwargs))
         )
-        stream = self._stubs().dispatch(iter([request]))
         responses: list[Response] = []
-        try:
-            async for response in stream:
-                responses.append(response)
-        except grpc.aio.AioRpcError as error:
-            if not responses and error.code() is grpc.StatusCode.CANCELLED:
-                # The worker closed before it accepted the task (a server that
-                # shuts down cancels calls it never handed to a handler): the
-                # task did not start, so this is as retryable as UNAVAILABLE.
-                raise TransientRpcError(
-                    "dispatch",
-                    error.code(),
-                    f"worker closed before accepting the task: {error.details()}",
-                ) from error
-            raise rpc_error("dispatch", error) from error
+        async with self._call() as stubs:
+            stream = stubs.dispatch(iter([request]))
+            try:
+                async for reply in stream:
+                    responses.append(decoded("dispatch", reply))
+            except grpc.aio.AioRpcError as error:
+                raise _dispatch_error(error, responses) from error
+            finally:
+                stream.cancel()
         result: T = _unwrap(responses)
         return result
 
     async def close(self) -> None:
-        """Give the channel back to the pool; the connection may be used again later."""
-        if self._calls is not None:
-            self._calls = None
-            await pool().release(self.key)
+        """Give the channel back to the pool once its calls in flight are done;
+        the connection may be used again later."""
+        stubs, self._stubs = self._stubs, None
+        if stubs is not None:
+            await self._retire(stubs)
 
 
-class _Calls:
-    """The three methods of the Worker service on one channel."""
-
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.idle = channel.unary_unary(
-            IDLE,
-            request_serializer=Void.SerializeToString,
-            response_deserializer=IdleTime.FromString,
+def _dispatch_error(error: grpc.aio.AioRpcError, responses: list[Response]) -> Exception:
+    """Map a failed dispatch: after an Ack the task may have run, so never transient."""
+    code, details = error.code(), error.details() or ""
+    if responses and responses[0].WhichOneof("payload") == "ack":
+        return TaskOutcomeLost(
+            "dispatch", code, f"the worker accepted the task, then the call failed: {details}"
         )
-        self.stop = channel.unary_unary(
-            STOP,
-            request_serializer=StopRequest.SerializeToString,
-            response_deserializer=Void.FromString,
+    if not responses and code is grpc.StatusCode.CANCELLED:
+        # The worker closed before it accepted the task (a server that shuts
+        # down cancels calls it never handed to a handler): the task did not
+        # start, so this is as retryable as UNAVAILABLE.
+        return TransientRpcError(
+            "dispatch", code, f"worker closed before accepting the task: {details}"
         )
-        self.dispatch = channel.stream_stream(
-            DISPATCH,
-            request_serializer=Request.SerializeToString,
-            response_deserializer=Response.FromString,
-        )
+    return rpc_error("dispatch", error)
 
 
 def _unwrap(responses: list[Response]) -> Any:
@@ -159,11 +213,13 @@ def _unwrap(responses: list[Response]) -> Any:
     kinds = [response.WhichOneof("payload") for response in responses]
     if kinds == ["nack"]:
         raise DispatchRejected(responses[0].nack.reason)
-    if len(kinds) != 2 or kinds[0] != "ack":
-        raise WoolError(f"malformed dispatch reply: {kinds}")
-    final = responses[1]
-    if kinds[1] == "exception":
-        raise cloudpickle.loads(final.exception)
+    if kinds not in (["ack", "result"], ["ack", "exception"]):
+        raise MalformedReply("dispatch", f"replies out of order: {kinds}")
     if kinds[1] == "result":
-        return cloudpickle.loads(final.result)
-    raise WoolError(f"malformed dispatch reply: {kinds}")
+        return cloudpickle.loads(responses[1].result)
+    error = cloudpickle.loads(responses[1].exception)
+    if isinstance(error, Exception):
+        raise error
+    if isinstance(error, BaseException):
+        raise TaskAborted(error) from error
+    raise MalformedReply("dispatch", f"exception payload is a {type(error).__name__}")

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import IO, Final, Protocol
 
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline
 from wool_idle.worker.connection import WorkerConnection
+from wool_idle.worker.process import kill_and_reap, spawn_ready
 from wool_idle.worker.tls import ClientTls
 
-START_TIMEOUT: Final = 30.0
 EXIT_TIMEOUT: Final = 10.0
 """Seconds a stopped worker process gets to exit (after its grace) before it is killed."""
 
@@ -85,29 +83,15 @@ class LocalWorker(Worker):
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> str:
-        """Spawn the worker process and return its address once it serves."""
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "wool_idle",
-            "worker",
-            "--listen",
-            self.listen,
-            *self.extra_args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=self.log_file if self.log_file is not None else asyncio.subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        """Spawn the worker process and return its address once it serves.
+
+        ``TimeoutError`` or ``RuntimeError`` if it does not get ready (it is
+        then killed; see ``spawn_ready``)."""
+        ready = await spawn_ready(
+            ["worker", "--listen", self.listen, *self.extra_args], stderr=self.log_file
         )
-        assert self.process.stdout is not None
-        try:
-            line = await asyncio.wait_for(self.process.stdout.readline(), START_TIMEOUT)
-        except TimeoutError:
-            await self.kill()
-            raise
-        if not line:
-            code = await self.process.wait()
-            raise RuntimeError(f"worker exited with status {code} before it was ready")
-        self.address = line.decode().strip()
+        self.process = ready.process
+        self.address = ready.line
         return self.address
 
     async def _stop(self, grace: float) -> None:
@@ -129,6 +113,5 @@ class LocalWorker(Worker):
 
     async def kill(self) -> None:
         """Kill the process at once (no drain) and reap it."""
-        if self.process is not None and self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
+        if self.process is not None:
+            await kill_and_reap(self.process)

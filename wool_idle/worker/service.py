@@ -14,13 +14,13 @@ import inspect
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final, TypeAlias
 
 import cloudpickle
 import grpc
 
-from wool_idle.exceptions import TaskCancelled
+from wool_idle.exceptions import OutcomeTooLarge, TaskCancelled
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
 from wool_idle.worker.docket import Docket
@@ -33,13 +33,20 @@ Backpressure = Callable[["WorkerService"], bool]
 Context: TypeAlias = Any
 """``grpc.aio.ServicerContext``; grpcio ships no type information."""
 
+MAX_OUTCOME_BYTES: Final = 4 * 1024 * 1024
+"""The largest result or exception message sent back: gRPC's default receive limit,
+which our client and wool's keep. A larger outcome is answered as ``OutcomeTooLarge``."""
+
 
 class WorkerService:
     """Runs dispatched coroutine functions and answers ``idle`` and ``stop``.
 
     ``stopping`` is set once shutdown begins (new dispatches then get
     ``UNAVAILABLE``); ``stopped`` once in-flight tasks have drained or been
-    cancelled, after which the server may close.
+    cancelled, after which the server may close. A task's outcome is its own:
+    one that raises ``SystemExit`` or ``KeyboardInterrupt`` fails alone (the
+    worker and the other tasks carry on), and one whose result or exception
+    pickles to more than ``max_outcome_bytes`` is answered as ``OutcomeTooLarge``.
     """
 
     def __init__(
@@ -48,17 +55,20 @@ class WorkerService:
         backpressure: Backpressure | None = None,
         docket: Docket | None = None,
         authorization: MethodPolicy | None = None,
+        max_outcome_bytes: int = MAX_OUTCOME_BYTES,
     ):
         self.docket = docket if docket is not None else Docket()
         self.authorization = authorization or MethodPolicy()
+        self.max_outcome_bytes = max_outcome_bytes
         self.stopping = asyncio.Event()
         self.stopped = asyncio.Event()
         self._backpressure = backpressure
         self._drain: asyncio.Task[None] | None = None
 
     async def idle(self, request: Void, context: Context) -> IdleTime:
-        """Answer the seconds since the docket last emptied (0 while busy)."""
-        return IdleTime(seconds=self.docket.idle_seconds())
+        """Answer the seconds since the docket last emptied (0 while busy), and
+        that this worker honours the conditional stop."""
+        return IdleTime(seconds=self.docket.idle_seconds(), conditional_stop=True)
 
     async def stop(self, request: StopRequest, context: Context) -> Void:
         """Shut down with ``request.timeout`` as the grace, then answer.
@@ -137,7 +147,7 @@ class WorkerService:
             yield Response(nack=admitted)
             return
         yield Response(ack=Ack())
-        yield await _outcome(admitted)
+        yield _bounded(await _outcome(admitted), self.max_outcome_bytes)
 
     def _admit(self, request: Request) -> asyncio.Task[Any] | Nack | grpc.StatusCode:
         """Start and track the task, or say why not. Synchronous on purpose."""
@@ -159,7 +169,7 @@ class WorkerService:
             coroutine = function(*args, **kwargs)
         except TypeError as error:  # arguments that do not fit the signature
             return Nack(reason=f"cannot call {function!r}: {error}")
-        task = asyncio.ensure_future(coroutine)
+        task = asyncio.ensure_future(_contained(coroutine))
         self.docket.track(task)
         return task
 
@@ -168,6 +178,23 @@ _REFUSALS: Final = {
     grpc.StatusCode.UNAVAILABLE: "worker is shutting down",
     grpc.StatusCode.RESOURCE_EXHAUSTED: "worker is at capacity",
 }
+
+
+class _Exit(Exception):
+    """Carries a task's ``SystemExit`` or ``KeyboardInterrupt`` out of it as an
+    ordinary exception: asyncio re-raises those two out of the event loop,
+    which would end the worker and every task in flight."""
+
+    def __init__(self, exit_: BaseException) -> None:
+        super().__init__(repr(exit_))
+        self.exit = exit_
+
+
+async def _contained(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coroutine
+    except (SystemExit, KeyboardInterrupt) as exit_:
+        raise _Exit(exit_) from None
 
 
 async def _outcome(task: asyncio.Task[Any]) -> Response:
@@ -180,12 +207,23 @@ async def _outcome(task: asyncio.Task[Any]) -> Response:
     if task.cancelled():
         return Response(exception=_pickle(TaskCancelled("task cancelled by worker shutdown")))
     error = task.exception()
+    if isinstance(error, _Exit):
+        error = error.exit
     if error is not None:
         return Response(exception=_pickle(error))
     try:
         return Response(result=cloudpickle.dumps(task.result()))
     except Exception as pickling_error:
         return Response(exception=_pickle(pickling_error))
+
+
+def _bounded(response: Response, limit: int) -> Response:
+    """``response``, or an ``OutcomeTooLarge`` in its place if it exceeds ``limit`` bytes."""
+    size = response.ByteSize()
+    if size <= limit:
+        return response
+    what = response.WhichOneof("payload") or "outcome"
+    return Response(exception=_pickle(OutcomeTooLarge(what, size, limit)))
 
 
 def _pickle(error: BaseException) -> bytes:

@@ -1,11 +1,30 @@
-"""TLS settings for worker servers and worker clients, loaded from PEM files."""
+"""TLS settings for worker servers and worker clients, loaded from PEM files.
+
+Certificates rotate: the files are read again so that new handshakes use them
+as they are now. A server re-reads its files on every handshake (gRPC's dynamic
+server credentials); a client's channel pool compares them at most once per
+``RECHECK_INTERVAL`` and opens a new channel when they changed. Files that are
+missing, unparsable or mismatched (a key that does not fit its certificate,
+say half-way through a rotation) are logged and the last good ones kept; only
+the first load fails.
+"""
 
 from __future__ import annotations
 
+import logging
+import ssl
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import grpc
+
+log = logging.getLogger(__name__)
+
+RECHECK_INTERVAL: Final = 1.0
+"""Seconds a client waits before it looks at the same TLS files again."""
 
 
 def read_pem(path: str | Path, what: str) -> bytes:
@@ -14,6 +33,108 @@ def read_pem(path: str | Path, what: str) -> bytes:
         return Path(path).read_bytes()
     except OSError as error:
         raise OSError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
+
+
+@dataclass(frozen=True)
+class PemSet:
+    """The contents of one TLS setting's files, read together: a CA bundle and
+    a certificate chain with its key, each absent when not configured."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class PemPaths:
+    """Where a ``PemSet`` comes from; ``ca_role`` names the CA file in errors."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    ca_role: str = "CA"
+
+    def load(self) -> PemSet:
+        """Read the files and check that they parse and that the key fits the
+        certificate; ``OSError`` names the file otherwise."""
+        first = self._read()
+        self._check(first)
+        if self._read() != first:
+            raise OSError(f"TLS files changed while being read: {self.describe()}")
+        return first
+
+    def _read(self) -> PemSet:
+        return PemSet(
+            ca=read_pem(self.ca_file, self.ca_role) if self.ca_file else None,
+            cert=read_pem(self.cert_file, "TLS certificate") if self.cert_file else None,
+            key=read_pem(self.key_file, "TLS key") if self.key_file else None,
+        )
+
+    def _check(self, pems: PemSet) -> None:
+        if self.cert_file and self.key_file:
+            try:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
+                    self.cert_file, self.key_file
+                )
+            except ssl.SSLError as error:
+                why = (
+                    "the key does not fit the certificate"
+                    if error.reason == "KEY_VALUES_MISMATCH"
+                    else "not a PEM certificate chain and its key"
+                )
+                raise OSError(
+                    f"invalid TLS certificate {self.cert_file!r} or key {self.key_file!r}: {why}"
+                ) from None
+        if pems.ca is not None:
+            try:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.load_verify_locations(cadata=pems.ca.decode("ascii"))
+            except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+                raise OSError(f"invalid {self.ca_role} {self.ca_file!r}: {error}") from None
+
+    def describe(self) -> str:
+        """The configured file names, for logs."""
+        return ", ".join(repr(p) for p in (self.ca_file, self.cert_file, self.key_file) if p)
+
+
+class PemWatch:
+    """The last good ``PemSet`` of ``paths``, looked at again at most every
+    ``interval`` seconds. Construction loads the files and raises ``OSError``
+    if they are bad; later failures are logged (once each) and the last good
+    set is kept."""
+
+    def __init__(
+        self,
+        paths: PemPaths,
+        *,
+        interval: float = RECHECK_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.paths = paths
+        self._interval = interval
+        self._clock = clock
+        self._good = paths.load()
+        self._checked = clock()
+        self._failure = ""
+
+    def current(self) -> PemSet:
+        """The files' contents as of at most ``interval`` ago, or the last good ones."""
+        now = self._clock()
+        if now - self._checked < self._interval:
+            return self._good
+        self._checked = now
+        try:
+            fresh = self.paths.load()
+        except OSError as error:
+            if str(error) != self._failure:
+                self._failure = str(error)
+                log.warning("keeping the TLS files loaded before: %s", error)
+            return self._good
+        self._failure = ""
+        if fresh != self._good:
+            log.info("TLS files reloaded: %s", self.paths.describe())
+            self._good = fresh
+        return self._good
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,13 +147,32 @@ class ServerTls:
     client_ca_file: str | None = None
 
     def credentials(self) -> grpc.ServerCredentials:
-        """Load the files and build gRPC server credentials."""
-        key = read_pem(self.key_file, "TLS key")
-        cert = read_pem(self.cert_file, "TLS certificate")
-        root = read_pem(self.client_ca_file, "client CA") if self.client_ca_file else None
-        return grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=root, require_client_auth=root is not None
+        """Load the files and build gRPC server credentials that read them again
+        before every handshake. ``OSError`` names a bad file."""
+        watch = PemWatch(
+            PemPaths(self.client_ca_file, self.cert_file, self.key_file, ca_role="client CA"),
+            interval=0.0,
         )
+        served = watch.current()
+
+        def fetch() -> grpc.ServerCertificateConfiguration | None:
+            nonlocal served
+            pems = watch.current()
+            if pems is served:
+                return None
+            served = pems
+            return _server_configuration(pems)
+
+        return grpc.dynamic_ssl_server_credentials(
+            _server_configuration(served),
+            fetch,
+            require_client_authentication=self.client_ca_file is not None,
+        )
+
+
+def _server_configuration(pems: PemSet) -> grpc.ServerCertificateConfiguration:
+    assert pems.key is not None and pems.cert is not None
+    return grpc.ssl_server_certificate_configuration([(pems.key, pems.cert)], pems.ca)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,14 +190,16 @@ class ClientTls:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("a client certificate needs both cert_file and key_file")
 
-    def credentials(self) -> grpc.ChannelCredentials:
-        """Load the files and build gRPC channel credentials."""
+    def paths(self) -> PemPaths:
+        """The files this setting reads."""
+        return PemPaths(self.ca_file, self.cert_file, self.key_file)
+
+    def credentials(self, pems: PemSet | None = None) -> grpc.ChannelCredentials:
+        """gRPC channel credentials from ``pems`` (by default, the files loaded now)."""
+        if pems is None:
+            pems = self.paths().load()
         return grpc.ssl_channel_credentials(
-            root_certificates=read_pem(self.ca_file, "CA") if self.ca_file else None,
-            private_key=read_pem(self.key_file, "client key") if self.key_file else None,
-            certificate_chain=read_pem(self.cert_file, "client certificate")
-            if self.cert_file
-            else None,
+            root_certificates=pems.ca, private_key=pems.key, certificate_chain=pems.cert
         )
 
     def channel_options(self) -> list[tuple[str, str]]:

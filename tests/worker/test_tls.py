@@ -1,0 +1,172 @@
+"""TLS files read again: the worker's certificate and client CA on every handshake,
+the last good files kept when new ones are bad."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+from support.tls import CertFiles, TlsMaterial, issue, make_tls_material
+
+from wool_idle.exceptions import TransientRpcError
+from wool_idle.worker import ClientTls, LocalWorker, ServerTls, WorkerConnection
+from wool_idle.worker.tls import PemPaths, PemWatch
+
+
+@pytest.fixture
+def material(tmp_path: Path) -> TlsMaterial:
+    """TLS files of this test alone (the tests rewrite them)."""
+    return make_tls_material(tmp_path, ("caller",))
+
+
+def peer_serial(address: str, ca: str) -> int:
+    """Handshake with ``address`` as a plain TLS client; the serial it was shown."""
+    port = int(address.rpartition(":")[2])
+    context = ssl.create_default_context(cafile=ca)
+    context.set_alpn_protocols(["h2"])
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        certificate = tls.getpeercert()
+    assert certificate is not None
+    return int(str(certificate["serialNumber"]), 16)
+
+
+def server_tls(material: TlsMaterial, client_ca: str | None = None) -> ServerTls:
+    return ServerTls(
+        cert_file=material.server.cert, key_file=material.server.key, client_ca_file=client_ca
+    )
+
+
+class TestServerTls:
+    async def test_credentials_next_handshake_presents_rotated_certificate(
+        self, material: TlsMaterial
+    ) -> None:
+        """Given a worker process serving TLS from files, when the files are
+        rewritten with a new certificate from the same CA, then the next handshake
+        presents the new certificate and clients keep getting answers."""
+        # Arrange
+        flags = ["--tls-cert", material.server.cert, "--tls-key", material.server.key]
+        worker = LocalWorker("localhost:0", extra_args=flags, tls=ClientTls(ca_file=material.ca))
+        address = await worker.start()
+        try:
+            before = await asyncio.to_thread(peer_serial, address, material.ca)
+            # Act
+            serial = issue(material.ca, material.server, ("rotated.localhost", "localhost"))
+            after = await asyncio.to_thread(peer_serial, address, material.ca)
+            async with WorkerConnection(address, tls=ClientTls(ca_file=material.ca)) as connection:
+                idle = await connection.idle_time(timeout=5)
+        finally:
+            await worker.kill()
+        # Assert
+        assert before != serial
+        assert after == serial
+        assert idle > 0.0
+
+    @pytest.mark.parametrize("damage", ["garbage_cert", "foreign_key", "missing_key"])
+    async def test_credentials_keep_last_good_when_files_are_bad(
+        self, start_server, material: TlsMaterial, tmp_path: Path, caplog, damage: str
+    ) -> None:
+        """Given a TLS worker, when its files become unparsable, mismatched (a key
+        that does not fit the certificate) or missing, then handshakes keep the
+        last good certificate and a warning names the problem; once the files are
+        good again, the next handshake uses them."""
+        # Arrange
+        server = await start_server("localhost:0", tls=server_tls(material))
+        before = await asyncio.to_thread(peer_serial, server.address, material.ca)
+        spare = issue(
+            material.ca, CertFiles(str(tmp_path / "s.crt"), str(tmp_path / "s.key")), ("x",)
+        )
+        # Act
+        if damage == "garbage_cert":
+            Path(material.server.cert).write_text("-----BEGIN CERTIFICATE-----\nnope\n")
+        elif damage == "foreign_key":
+            shutil.copy(tmp_path / "s.key", material.server.key)
+        else:
+            Path(material.server.key).unlink()
+        with caplog.at_level(logging.WARNING, logger="wool_idle.worker.tls"):
+            during = await asyncio.to_thread(peer_serial, server.address, material.ca)
+        serial = issue(material.ca, material.server, ("localhost",))
+        after = await asyncio.to_thread(peer_serial, server.address, material.ca)
+        # Assert
+        assert during == before != spare
+        assert "keeping the TLS files loaded before" in caplog.text
+        assert after == serial != before
+
+    async def test_credentials_read_client_ca_again(
+        self, start_server, material: TlsMaterial, tmp_path: Path
+    ) -> None:
+        """Given a worker requiring client certificates from the CA in a file, when
+        that file is rewritten with another CA, then a client certified by the
+        other CA, refused before, is accepted on its next connection."""
+        # Arrange
+        client_ca = tmp_path / "client-ca.crt"
+        shutil.copy(material.ca, client_ca)
+        server = await start_server("localhost:0", tls=server_tls(material, str(client_ca)))
+        client = CertFiles(str(tmp_path / "o.crt"), str(tmp_path / "o.key"))
+        issue(material.other_ca, client, ("caller",))
+        tls = ClientTls(ca_file=material.ca, cert_file=client.cert, key_file=client.key)
+        async with WorkerConnection(server.address, tls=tls) as connection:
+            with pytest.raises(TransientRpcError):
+                await connection.idle_time(timeout=2)
+        # Act
+        shutil.copy(material.other_ca, client_ca)
+        async with WorkerConnection(server.address, tls=tls) as connection:
+            idle = await connection.idle_time(timeout=5)
+        # Assert
+        assert idle > 0.0
+
+
+class TestPemWatch:
+    @pytest.mark.parametrize(
+        ("broken", "message"),
+        [
+            ("missing_cert", "cannot read TLS certificate"),
+            ("garbage_cert", "invalid TLS certificate"),
+            ("garbage_ca", "invalid CA"),
+        ],
+    )
+    def test_init_bad_files_raise_naming_them(
+        self, material: TlsMaterial, broken: str, message: str
+    ) -> None:
+        """Given TLS files that are missing or unparsable, when they are first
+        loaded, then OSError says which file and why."""
+        # Arrange
+        files = {"ca": material.ca, "cert": material.server.cert}
+        target = Path(files[broken.split("_")[1]])
+        if broken.startswith("missing"):
+            target.unlink()
+        else:
+            target.write_text("not pem\n")
+        paths = PemPaths(material.ca, material.server.cert, material.server.key)
+        # Act
+        with pytest.raises(OSError, match=message) as raised:
+            PemWatch(paths)
+        # Assert
+        assert str(target) in str(raised.value)
+
+    def test_current_looks_again_only_after_interval(self, material: TlsMaterial) -> None:
+        """Given a watch with a 1s interval on a fake clock, when the files change,
+        then the watch keeps what it had until the interval passed, then has the
+        new contents."""
+        # Arrange
+        now = [100.0]
+        paths = PemPaths(material.ca, material.server.cert, material.server.key)
+        watch = PemWatch(paths, interval=1.0, clock=lambda: now[0])
+        first = watch.current()
+        # Act
+        issue(material.ca, material.server, ("localhost",))
+        now[0] += 0.5
+        early = watch.current()
+        now[0] += 0.5
+        late = watch.current()
+        # Assert
+        assert early is first
+        assert late != first
+        assert late.cert == Path(material.server.cert).read_bytes()
