@@ -6,11 +6,15 @@ import asyncio
 import logging
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.worker import WorkerConnection
+
+VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
 
 
 def value(autoscaler, name: str, **labels: str) -> float:
@@ -246,3 +250,34 @@ class TestAutoscaler:
         # Assert
         assert autoscaler.source.reads == 2
         assert any("cycle failed" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize(
+        "body",
+        [
+            "[" * 100_000,
+            VECTOR % '{"metric": {"__name__": [], "worker": "a:1"}, "value": [1, "1"]}',
+            VECTOR % '{"metric": {"__name__": {}, "worker": "a:1"}, "value": [1, "1"]}',
+        ],
+    )
+    async def test_cycle_prometheus_garbage_is_a_source_failure(
+        self, make_autoscaler, aiohttp_server, body: str
+    ) -> None:
+        """Given a Prometheus source answering deeply nested or mistyped JSON, when a
+        cycle runs, then it returns False (source down) instead of raising."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(text=body)
+
+        app = web.Application()
+        app.router.add_get("/api/v1/query", answer)
+        server = await aiohttp_server(app)
+        autoscaler = make_autoscaler("", max_idle=1.0)
+        autoscaler.source = PrometheusSource(
+            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0
+        )
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok is False
+        assert value(autoscaler, "wool_autoscaler_source_up") == 0
