@@ -8,7 +8,6 @@ import math
 
 import grpc
 import pytest
-from support.scripted import ScriptedWorker
 
 from wool_idle.autoscaler.actuator import ActionSettings, StopAttempt, WorkerActuator
 from wool_idle.autoscaler.policy import Decision
@@ -26,21 +25,6 @@ def actuator(*, dry_run: bool = False, before_stop=None) -> WorkerActuator:
 
 def stop(worker: str) -> Decision:
     return Decision(worker, 100.0, Verdict.STOP)
-
-
-@pytest.fixture
-async def scripted():
-    workers: list[ScriptedWorker] = []
-
-    async def start(**script) -> ScriptedWorker:
-        worker = ScriptedWorker(**script)
-        await worker.start()
-        workers.append(worker)
-        return worker
-
-    yield start
-    for worker in workers:
-        await worker.close()
 
 
 class TestWorkerActuator:

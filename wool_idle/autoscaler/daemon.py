@@ -15,6 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from wool_idle.autoscaler import decision_log
 from wool_idle.autoscaler.actuator import (
     ActionSettings,
     Actuator,
@@ -22,7 +23,7 @@ from wool_idle.autoscaler.actuator import (
     StopAttempt,
     WorkerActuator,
 )
-from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record, write
+from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner, PolicyPlanner
 from wool_idle.autoscaler.policy import Decision, PolicySettings
@@ -80,7 +81,7 @@ class Autoscaler:
         plan = self.planner.plan(readings, time.monotonic())
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:
-            self._note(decision)
+            self._note_unacted(decision)
         for decision in plan.stops:
             if self.stopping.is_set():
                 log.info("shutting down: %s not stopped", decision.worker)
@@ -88,24 +89,24 @@ class Autoscaler:
             await self._act(decision)
         return True
 
-    def _note(self, decision: Decision) -> None:
+    def _note_unacted(self, decision: Decision) -> None:
         """Count and log a decision that is not acted on."""
         if decision.verdict.blocks:
             self.metrics.blocked.labels(decision.verdict.value).inc()
-            self._keep(_record(decision, None))
+            self._log_decision(_as_record(decision, None))
         elif decision.verdict is not Verdict.STOP and log.isEnabledFor(logging.DEBUG):
-            write(_record(decision, None), logging.DEBUG)
+            decision_log.write(_as_record(decision, None), logging.DEBUG)
 
     async def _act(self, decision: Decision) -> None:
         attempt = await self.actuator.retire(decision)
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         self.metrics.stops.labels(attempt.result.value).inc()
-        self._keep(_record(decision, attempt))
+        self._log_decision(_as_record(decision, attempt))
 
-    def _keep(self, record: Record) -> None:
+    def _log_decision(self, record: Record) -> None:
         """Add ``record`` to the decision log and write it."""
         self.records.append(record)
-        write(record)
+        decision_log.write(record)
 
     async def run(self, interval: float) -> None:
         """Run cycles every ``interval`` seconds until ``stopping`` is set.
@@ -122,7 +123,7 @@ class Autoscaler:
                 await asyncio.wait_for(self.stopping.wait(), interval)
 
 
-def _record(decision: Decision, attempt: StopAttempt | None) -> Record:
+def _as_record(decision: Decision, attempt: StopAttempt | None) -> Record:
     """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
     if attempt is None:
         return Record(time.time(), decision.worker, decision.idle, decision.verdict)
