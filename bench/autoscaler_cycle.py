@@ -4,9 +4,11 @@
 
 Inputs are made once: the exporter's exposition text for N workers (rendered
 by the exporter's own collector) and Prometheus API JSON bodies for the same
-fleet. A cycle is: read the input into readings, then plan. The floor is
-parsing the same input with the same library and touching every sample
-(prometheus-client's text parser; json.loads). Runs alternate. Ratios last.
+fleet. A cycle is: read the input into readings, then plan with the daemon's
+planner (one per input kind, kept across repeats as the daemon keeps it
+across cycles). The floor is parsing the same input with the same library
+and touching every sample (prometheus-client's text parser; json.loads).
+Runs alternate. Ratios last.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.support import machine
-from wool_idle.autoscaler.policy import PolicySettings, PolicyState, plan
+from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import parse_exposition, parse_query_responses
 from wool_idle.exporter.collector import ProbeCollector
 from wool_idle.exporter.probe import ErrorReason, ProbeResult
@@ -84,8 +87,8 @@ def text_floor(text: str) -> None:
             pass
 
 
-def text_cycle(text: str) -> None:
-    plan(parse_exposition(text), PolicyState(), RULE, 0.0)
+def text_cycle(planner: PolicyPlanner, text: str) -> None:
+    planner.plan(parse_exposition(text), 0.0)
 
 
 def json_floor(values: str, ages: str) -> None:
@@ -93,8 +96,8 @@ def json_floor(values: str, ages: str) -> None:
     json.loads(ages)
 
 
-def json_cycle(values: str, ages: str) -> None:
-    plan(parse_query_responses(json.loads(values), json.loads(ages)), PolicyState(), RULE, 0.0)
+def json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
+    planner.plan(parse_query_responses(json.loads(values), json.loads(ages)), 0.0)
 
 
 def main() -> None:
@@ -112,11 +115,12 @@ def main() -> None:
         f"API JSON {(len(values) + len(ages)) / 1e6:.1f} MB; {repeats} repeats"
     )
     times: dict[str, list[float]] = {k: [] for k in ("text_floor", "text", "json_floor", "json")}
+    text_planner, json_planner = PolicyPlanner(RULE), PolicyPlanner(RULE)
     for _ in range(repeats):
         times["text_floor"].append(timed(lambda: text_floor(text)))
-        times["text"].append(timed(lambda: text_cycle(text)))
+        times["text"].append(timed(lambda: text_cycle(text_planner, text)))
         times["json_floor"].append(timed(lambda: json_floor(values, ages)))
-        times["json"].append(timed(lambda: json_cycle(values, ages)))
+        times["json"].append(timed(lambda: json_cycle(json_planner, values, ages)))
     median = {k: statistics.median(v) for k, v in times.items()}
     for key, seconds in median.items():
         print(f"  {key:>10}: median {seconds * 1e3:8.1f} ms")

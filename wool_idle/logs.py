@@ -12,20 +12,34 @@ from typing import Final
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
 
 
+_STANDARD: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, object]:
+    """The fields a call passed as ``extra`` (every non-standard record attribute)."""
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger: message``, then each ``extra`` field as `` key=value``."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        fields = "".join(f" {k}={v}" for k, v in extra_fields(record).items())
+        return super().formatMessage(record) + fields
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, and any ``extra`` fields."""
 
-    _STANDARD: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, object] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in self._STANDARD})
+        entry.update(extra_fields(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
@@ -44,7 +58,7 @@ def configure(log_format: str = "text", level: str = "info") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+            TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
         )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,16 +1,27 @@
-"""Fixtures for the autoscaler: a real fleet, a real exporter, an Autoscaler."""
+"""Fixtures for the autoscaler: a real fleet, a real exporter, an Autoscaler, and
+real servers that answer what real workers and exporters never should."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import aiohttp
+import grpc
 import pytest
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 from support.fleet import ExporterProcess, Fleet
 
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings
-from wool_idle.autoscaler.sources import ExporterSource
+from wool_idle.autoscaler.sources import ExporterSource, Source
+from wool_idle.proto import SERVICE, StopRequest, Void
+
+UNDECODABLE: bytes = b"\xff\xff\xff\xff"
+"""Bytes that no protobuf message decodes from (a truncated varint tag)."""
 
 
 @pytest.fixture
@@ -39,12 +50,14 @@ def exporter_process():
 async def make_autoscaler():
     sessions: list[aiohttp.ClientSession] = []
 
-    def make(url: str, *, grace: float = 5.0, before_stop=None, **rule) -> Autoscaler:
+    def make(
+        url: str, *, grace: float = 5.0, before_stop=None, source: Source | None = None, **rule
+    ) -> Autoscaler:
         session = aiohttp.ClientSession()
         sessions.append(session)
         registry = CollectorRegistry()
         autoscaler = Autoscaler(
-            source=ExporterSource(session, url, [], 5.0),
+            source=source or ExporterSource(session, url, [], 5.0),
             policy=PolicySettings(**rule),
             action=ActionSettings(grace=grace),
             metrics=AutoscalerMetrics(registry),
@@ -56,3 +69,63 @@ async def make_autoscaler():
     yield make
     for session in sessions:
         await session.close()
+
+
+@pytest.fixture
+async def serve_text(aiohttp_server) -> Callable[[str], Any]:
+    """Serve a fixed body at ``/metrics`` over real HTTP; return its URL."""
+
+    async def serve(text: str) -> str:
+        async def metrics(request: web.Request) -> web.Response:
+            return web.Response(text=text)
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        server = await aiohttp_server(app)
+        return str(server.make_url("/metrics"))
+
+    return serve
+
+
+@dataclass
+class UndecodableWorker:
+    """A real gRPC server whose ``idle`` reply does not decode as ``IdleTime``."""
+
+    stops: int = 0
+    address: str = ""
+    _server: Any = None
+
+    async def _idle(self, request: Void, context: Any) -> bytes:
+        return UNDECODABLE
+
+    async def _stop(self, request: StopRequest, context: Any) -> Void:
+        self.stops += 1
+        return Void()
+
+    async def start(self) -> str:
+        methods = {
+            "idle": grpc.unary_unary_rpc_method_handler(
+                self._idle, request_deserializer=Void.FromString, response_serializer=bytes
+            ),
+            "stop": grpc.unary_unary_rpc_method_handler(
+                self._stop,
+                request_deserializer=StopRequest.FromString,
+                response_serializer=Void.SerializeToString,
+            ),
+        }
+        self._server = grpc.aio.server()
+        self._server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler(SERVICE, methods)]
+        )
+        port = self._server.add_insecure_port("127.0.0.1:0")
+        await self._server.start()
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+
+@pytest.fixture
+async def undecodable_worker():
+    worker = UndecodableWorker()
+    await worker.start()
+    yield worker
+    await worker._server.stop(0)

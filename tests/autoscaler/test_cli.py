@@ -101,4 +101,4 @@ class TestAutoscalerCli:
         )
         assert any(d["worker"] == address and d["result"] == "stopped" for d in decisions)
         assert status == 0
-        assert any("result=stopped" in line["message"] for line in log_lines)
+        assert any(line.get("result") == "stopped" for line in log_lines)

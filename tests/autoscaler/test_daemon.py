@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
-from wool_idle.autoscaler.outcomes import StopResult
+import pytest
+from aiohttp import web
+
+from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.sources import PrometheusSource
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.worker import WorkerConnection
+
+VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
 
 
 def value(autoscaler, name: str, **labels: str) -> float:
@@ -46,8 +54,8 @@ class TestAutoscaler:
     ) -> None:
         """Given a worker nominated while idle, when it receives a long task right
         before the stop (a hook between confirmation and stop), then it is not stopped
-        (refused_busy), the task completes, and a later cycle retires it once idle
-        again."""
+        (refused_busy, counted once: as a stop result, not also as blocked), the task
+        completes, and a later cycle retires it once idle again."""
         # Arrange
         (address,) = await fleet.start(1)
         exporter = exporter_process([address])
@@ -78,7 +86,8 @@ class TestAutoscaler:
         assert task_result == "ok"
         assert second is StopResult.STOPPED
         assert await fleet.wait_exit(address) == 0
-        assert value(autoscaler, "wool_autoscaler_blocked_total", reason="busy_on_recheck") == 1
+        assert value(autoscaler, "wool_autoscaler_stops_total", result="refused_busy") == 1
+        assert value(autoscaler, "wool_autoscaler_blocked_total", reason="busy_on_recheck") is None
 
     async def test_exporter_down_stops_no_one_then_resumes(
         self, fleet, exporter_process, make_autoscaler
@@ -146,6 +155,7 @@ class TestAutoscaler:
         await autoscaler.cycle()
         record = autoscaler.records[-1]
         # Assert
+        assert record.verdict is Verdict.STOP
         assert record.result is StopResult.DRY_RUN and record.confirmed_idle >= 0.2
         async with WorkerConnection(address) as connection:
             assert await connection.idle_time() > 0
@@ -154,9 +164,8 @@ class TestAutoscaler:
     async def test_unreachable_worker_on_confirm(self, make_autoscaler, aiohttp_server) -> None:
         """Given a source that reports a dead address as idle, when a cycle runs, then
         the confirmation fails, the result is unreachable and the worker cools down."""
-        # Arrange
-        from aiohttp import web
 
+        # Arrange
         async def metrics(request):
             return web.Response(
                 text='wool_worker_idle_seconds{worker="127.0.0.1:1"} 500\n'
@@ -176,3 +185,99 @@ class TestAutoscaler:
         # Assert
         assert autoscaler.records[0].result is StopResult.UNREACHABLE
         assert autoscaler.records[1].verdict.value == "cooldown"
+
+    async def test_cycle_survives_bad_candidates_and_stops_the_good_one(
+        self, fleet, make_autoscaler, serve_text, undecodable_worker
+    ) -> None:
+        """Given a source listing, longest idle first, a worker label that is a name, an
+        address with a trailing space, a worker whose idle reply does not decode, and a
+        real idle worker, when a cycle runs, then it completes: the two labels are
+        invalid_address (never dialled), the undecodable worker's result is failed, and
+        the real worker is stopped."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        rows = {
+            "worker-name": 900,
+            "127.0.0.1:1 ": 800,
+            undecodable_worker.address: 700,
+            address: 600,
+        }
+        text = "".join(
+            f'wool_worker_idle_seconds{{worker="{w}"}} {idle}\n'
+            f'wool_worker_up{{worker="{w}"}} 1\n'
+            f'wool_worker_idle_supported{{worker="{w}"}} 1\n'
+            for w, idle in rows.items()
+        )
+        autoscaler = make_autoscaler(await serve_text(text), max_idle=0.2, min_workers=0)
+        await asyncio.sleep(0.3)
+        # Act
+        ok = await autoscaler.cycle()
+        outcomes = {r.worker: r.result or r.verdict for r in autoscaler.records}
+        # Assert
+        assert ok
+        assert outcomes == {
+            "worker-name": Verdict.INVALID_ADDRESS,
+            "127.0.0.1:1 ": Verdict.INVALID_ADDRESS,
+            undecodable_worker.address: StopResult.FAILED,
+            address: StopResult.STOPPED,
+        }
+        assert await fleet.wait_exit(address) == 0
+        assert undecodable_worker.stops == 0
+        assert value(autoscaler, "wool_autoscaler_blocked_total", reason="invalid_address") == 2
+        assert value(autoscaler, "wool_autoscaler_stops_total", result="failed") == 1
+
+    async def test_run_survives_a_cycle_that_raises(self, make_autoscaler, caplog) -> None:
+        """Given a source that raises an unexpected error once (not a SourceError), when
+        the daemon runs, then the error is logged and the next cycle runs: the daemon
+        lives on."""
+
+        # Arrange
+        class Flaky:
+            description = "flaky"
+            reads = 0
+
+            async def read(self) -> list[Reading]:
+                self.reads += 1
+                if self.reads == 1:
+                    raise RuntimeError("boom")
+                autoscaler.stopping.set()
+                return []
+
+        autoscaler = make_autoscaler("", source=Flaky(), max_idle=1.0)
+        # Act
+        with caplog.at_level(logging.ERROR, logger="wool_idle.autoscaler"):
+            await asyncio.wait_for(autoscaler.run(0.01), 10)
+        # Assert
+        assert autoscaler.source.reads == 2
+        assert any("cycle failed" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize(
+        "body",
+        [
+            "[" * 100_000,
+            VECTOR % '{"metric": {"__name__": [], "worker": "a:1"}, "value": [1, "1"]}',
+            VECTOR % '{"metric": {"__name__": {}, "worker": "a:1"}, "value": [1, "1"]}',
+        ],
+    )
+    async def test_cycle_prometheus_garbage_is_a_source_failure(
+        self, make_autoscaler, aiohttp_server, body: str
+    ) -> None:
+        """Given a Prometheus source answering deeply nested or mistyped JSON, when a
+        cycle runs, then it returns False (source down) instead of raising."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(text=body)
+
+        app = web.Application()
+        app.router.add_get("/api/v1/query", answer)
+        server = await aiohttp_server(app)
+        autoscaler = make_autoscaler("", max_idle=1.0)
+        autoscaler.source = PrometheusSource(
+            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0
+        )
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok is False
+        assert value(autoscaler, "wool_autoscaler_source_up") == 0

@@ -13,10 +13,10 @@ from wool_idle.autoscaler.policy import (
     PolicySettings,
     PolicyState,
     Reading,
-    Verdict,
     after_stop,
     plan,
 )
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 RULE = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=10, cooldown=100.0)
 
@@ -26,6 +26,10 @@ EMPTY = PolicyState()
 
 def verdicts(readings, state=EMPTY, rule=RULE, now=0.0):
     return {d.worker: d.verdict for d in plan(readings, state, rule, now).decisions}
+
+
+def stopped(state, worker, now, rule=RULE):
+    return after_stop(state, worker, result=StopResult.STOPPED, now=now, settings=rule)
 
 
 class TestPlan:
@@ -45,6 +49,8 @@ class TestPlan:
             (Reading("w", 100.0, age=-1.0), Verdict.STALE),
             (Reading("w", 100.0, age=math.inf), Verdict.STALE),
             (Reading("w", 100.0, alerting=False), Verdict.NOT_ALERTING),
+            (Reading("w", 100.0, conflicting=True), Verdict.CONFLICTING),
+            (Reading("w", 100.0, up=False, conflicting=True), Verdict.CONFLICTING),
         ],
     )
     def test_plan_single_reading(self, reading: Reading, expected: Verdict) -> None:
@@ -124,8 +130,9 @@ class TestPlan:
         # Arrange
         rule = PolicySettings(max_idle=5.0, min_workers=1)
         first = plan([Reading("a", 9.0), Reading("b", 6.0)], PolicyState(), rule, 0.0)
+        state = stopped(first.state, "a", 0.5, rule)
         # Act
-        second = plan([Reading("a", 10.0), Reading("b", 7.0)], first.state, rule, 1.0)
+        second = plan([Reading("a", 10.0), Reading("b", 7.0)], state, rule, 1.0)
         # Assert
         assert [d.verdict for d in first.decisions] == [Verdict.STOP, Verdict.MIN_WORKERS]
         assert {d.worker: d.verdict for d in second.decisions} == {
@@ -138,10 +145,11 @@ class TestPlan:
         retiring set."""
         # Arrange
         first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
+        state = stopped(first.state, "a", 0.0)
         # Act
-        second = plan([Reading("a", None, up=False)], first.state, RULE, 1.0)
+        second = plan([Reading("a", None, up=False)], state, RULE, 1.0)
         # Assert
-        assert set(first.state.retiring) == {"a"}
+        assert set(state.retiring) == {"a"}
         assert second.state.retiring == {}
 
     def test_plan_retiring_expires(self) -> None:
@@ -149,35 +157,74 @@ class TestPlan:
         (a new worker on the same address), when planned past RETIRING_TTL, then it is
         a candidate again."""
         # Arrange
-        first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
+        state = stopped(PolicyState(), "a", 0.0)
         # Act
-        soon = verdicts([Reading("a", 95.0)], first.state, now=10.0)
-        later = verdicts([Reading("a", 95.0)], first.state, now=RETIRING_TTL + 1.0)
+        soon = verdicts([Reading("a", 95.0)], state, now=10.0)
+        later = verdicts([Reading("a", 95.0)], state, now=RETIRING_TTL + 1.0)
         # Assert
         assert (soon, later) == ({"a": Verdict.RETIRING}, {"a": Verdict.STOP})
 
-    def test_after_stop_failure_cools_down(self) -> None:
-        """Given a planned stop that was refused, when the state is updated, then the
-        worker cools down for `cooldown` seconds and is a candidate again after."""
+    @pytest.mark.parametrize(
+        "result", [StopResult.REFUSED_BUSY, StopResult.UNREACHABLE, StopResult.FAILED]
+    )
+    def test_after_stop_failure_cools_down(self, result: StopResult) -> None:
+        """Given a planned stop that was refused, unreachable or failed, when the state
+        is updated, then the worker cools down for `cooldown` seconds, is not retiring,
+        and is a candidate again after."""
         # Arrange
         first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
         # Act
-        state = after_stop(first.state, "a", False, 10.0, RULE)
+        state = after_stop(first.state, "a", result=result, now=10.0, settings=RULE)
         during = verdicts([Reading("a", 95.0)], state, now=50.0)
         after = verdicts([Reading("a", 200.0)], state, now=111.0)
         # Assert
+        assert state.retiring == {}
         assert (during, after) == ({"a": Verdict.COOLDOWN}, {"a": Verdict.STOP})
 
-    def test_plan_dry_run_never_stops(self) -> None:
-        """Given a dry run, when an idle worker is planned, then the verdict is DRY_RUN
-        and nothing is marked retiring."""
+    def test_after_stop_dry_run_changes_nothing(self) -> None:
+        """Given a planned stop that a dry run only confirmed, when the state is
+        updated, then it is unchanged: not retiring, not cooling down, so the worker
+        is planned for a stop again next cycle."""
         # Arrange
-        rule = PolicySettings(max_idle=1.0, min_workers=0, dry_run=True)
+        first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
         # Act
-        result = plan([Reading("a", 5.0)], PolicyState(), rule, 0.0)
+        state = after_stop(first.state, "a", result=StopResult.DRY_RUN, now=1.0, settings=RULE)
         # Assert
-        assert [d.verdict for d in result.decisions] == [Verdict.DRY_RUN]
-        assert result.state.retiring == {}
+        assert state == first.state
+        assert verdicts([Reading("a", 91.0)], state, now=2.0) == {"a": Verdict.STOP}
+
+    def test_after_stop_requires_keywords(self) -> None:
+        """Given after_stop, when called with the result positionally, then TypeError:
+        what came of the stop is always named at the call site."""
+        with pytest.raises(TypeError):
+            after_stop(PolicyState(), "a", StopResult.STOPPED, 0.0, RULE)  # type: ignore[misc]
+
+    def test_plan_conflicting_duplicate_readings(self) -> None:
+        """Given two readings of one worker that disagree (one idle, one busy), and an
+        identical pair for another, when planned, then the first is CONFLICTING (one
+        decision, never a stop) and the second collapses into one STOP."""
+        # Arrange
+        readings = [Reading("a", 500.0), Reading("a", 0.0), Reading("b", 90.0), Reading("b", 90.0)]
+        # Act
+        result = plan(readings, PolicyState(), RULE, 0.0)
+        # Assert
+        assert [(d.worker, d.verdict) for d in result.decisions] == [
+            ("b", Verdict.STOP),
+            ("a", Verdict.CONFLICTING),
+        ]
+
+    def test_plan_conflicting_worker_does_not_hold_the_floor(self) -> None:
+        """Given a floor of 1, an idle worker and a conflicting one, when planned, then
+        the idle worker is held by min_workers: a worker whose reading conflicts is not
+        counted as up."""
+        # Arrange
+        rule = PolicySettings(max_idle=10.0, min_workers=1)
+        readings = [Reading("idle", 20.0), Reading("odd", 0.0, conflicting=True)]
+        # Act / Assert
+        assert verdicts(readings, rule=rule) == {
+            "idle": Verdict.MIN_WORKERS,
+            "odd": Verdict.CONFLICTING,
+        }
 
     @pytest.mark.parametrize(
         "kwargs",
@@ -208,9 +255,9 @@ readings_strategy = st.lists(
         supported=st.booleans(),
         age=st.one_of(st.floats(0, 120), st.floats(allow_nan=True, allow_infinity=True)),
         alerting=st.booleans(),
+        conflicting=st.booleans(),
     ),
     max_size=20,
-    unique_by=lambda r: r.worker,
 )
 settings_strategy = st.builds(
     PolicySettings,
@@ -232,44 +279,53 @@ class TestPlanProperties:
     )
     @settings(max_examples=300, deadline=None)
     def test_plan_invariants(self, history, rule, failures) -> None:
-        """Given arbitrary readings over several cycles, settings and failed stops, when
-        planned cycle by cycle, then no plan takes the fleet below the floor, exceeds the
-        per-cycle limit, picks a worker under the threshold, down, unsupported, stale,
-        not alerting or with an invalid value, or stops anything in a dry run."""
+        """Given arbitrary readings (duplicates included) over several cycles, settings
+        and failed stops, when planned cycle by cycle, then no plan takes the fleet below
+        the floor, exceeds the per-cycle limit, or picks a worker under the threshold,
+        down, unsupported, stale, not alerting, conflicting, read twice differently or
+        with an invalid value."""
         state = PolicyState()
         consecutive: dict[str, int] = {}
         for cycle, readings in enumerate(history):
             now = float(cycle * 10)
             result = plan(readings, state, rule, now)
             by_worker = {r.worker: r for r in readings}
+            first_read = {}
+            for r in readings:
+                first_read.setdefault(r.worker, r)
+            read_twice = {r.worker for r in readings if r != first_read[r.worker]}
             consecutive = {
                 r.worker: consecutive.get(r.worker, 0) + 1
-                for r in readings
+                for r in by_worker.values()
                 if r.up
                 and r.supported
                 and r.alerting
+                and not r.conflicting
+                and r.worker not in read_twice
                 and r.idle is not None
                 and math.isfinite(r.idle)
                 and r.idle >= rule.max_idle
                 and 0 <= r.age <= rule.max_age
             }
-            stops = [d for d in result.decisions if d.verdict in (Verdict.STOP, Verdict.DRY_RUN)]
-            up = sum(r.up for r in readings)
+            stops = result.stops
+            up = len({r.worker for r in readings if r.up})
             retiring_up = len([w for w in state.retiring if w in by_worker and by_worker[w].up])
             assert len(stops) <= rule.max_stops_per_cycle
             assert up - retiring_up - len(stops) >= rule.min_workers or not stops
-            if rule.dry_run:
-                assert all(d.verdict is not Verdict.STOP for d in result.decisions)
             for decision in stops:
                 reading = by_worker[decision.worker]
+                assert decision.worker not in read_twice and not reading.conflicting
                 assert reading.up and reading.supported and reading.alerting
                 assert reading.idle is not None and math.isfinite(reading.idle)
                 assert reading.idle >= rule.max_idle
                 assert 0 <= reading.age <= rule.max_age
                 assert decision.worker not in state.retiring
                 assert consecutive[decision.worker] >= rule.wait_count
-            assert {d.worker for d in result.decisions} == set(by_worker)
+            assert sorted(d.worker for d in result.decisions) == sorted(by_worker)
             state = result.state
-            for worker in failures & {d.worker for d in result.stops}:
-                state = after_stop(state, worker, False, now, rule)
-                consecutive.pop(worker, None)
+            for decision in stops:
+                failed = decision.worker in failures
+                outcome = StopResult.FAILED if failed else StopResult.STOPPED
+                state = after_stop(state, decision.worker, result=outcome, now=now, settings=rule)
+                if failed:
+                    consecutive.pop(decision.worker, None)

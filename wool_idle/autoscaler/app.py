@@ -19,19 +19,7 @@ def create_app(autoscaler: Autoscaler, registry: CollectorRegistry) -> web.Appli
 
     async def decisions(request: web.Request) -> web.Response:
         """The decision log, newest last, as JSON."""
-        return web.json_response(
-            [
-                {
-                    "time": r.time,
-                    "worker": r.worker,
-                    "source_idle": r.source_idle,
-                    "verdict": r.verdict.value,
-                    "confirmed_idle": r.confirmed_idle,
-                    "result": r.result.value if r.result else None,
-                }
-                for r in autoscaler.records
-            ]
-        )
+        return web.json_response([record.fields() for record in autoscaler.records])
 
     async def healthy(request: web.Request) -> web.Response:
         return web.Response(text="OK\n")

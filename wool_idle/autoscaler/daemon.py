@@ -1,9 +1,9 @@
-"""The autoscaler daemon: read, plan, confirm with the worker, stop. Never overlapping.
+"""The autoscaler daemon: read, plan, act. Never overlapping, never dying of its input.
 
-Safety, in order: a source failure stops no one; the policy nominates; the
-worker's own ``idle`` RPC must confirm the threshold; then a conditional stop
-("only if idle for at least max_idle") that our worker refuses atomically if
-work arrived, with a grace so in-flight work finishes.
+A cycle reads the source (a ``SourceError`` stops no one), asks the planner
+for every worker's decision, counts and logs them, then hands each planned
+stop to the actuator and tells the planner what came of it. The daemon only
+orchestrates: the policy selects, the actuator confirms and stops.
 """
 
 from __future__ import annotations
@@ -13,67 +13,51 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
 
-from wool_idle.autoscaler.metrics import AutoscalerMetrics
-from wool_idle.autoscaler.outcomes import BLOCKING_VERDICTS, BlockReason, StopResult
-from wool_idle.autoscaler.policy import (
-    Decision,
-    PolicySettings,
-    PolicyState,
-    Verdict,
-    after_stop,
-    plan,
+from wool_idle.autoscaler import decision_log
+from wool_idle.autoscaler.actuator import (
+    ActionSettings,
+    Actuator,
+    BeforeStop,
+    StopAttempt,
+    WorkerActuator,
 )
+from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
+from wool_idle.autoscaler.metrics import AutoscalerMetrics
+from wool_idle.autoscaler.planner import Planner, PolicyPlanner
+from wool_idle.autoscaler.policy import Decision, PolicySettings
 from wool_idle.autoscaler.sources import Source, SourceError
-from wool_idle.contract import stop_deadline, valid_idle
-from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
-from wool_idle.worker import ClientTls, WorkerConnection
+from wool_idle.autoscaler.verdicts import Verdict
+
+__all__ = ["ActionSettings", "Autoscaler", "BeforeStop"]
 
 log = logging.getLogger("wool_idle.autoscaler")
-
-DECISION_LOG_SIZE: Final = 1000
-
-BeforeStop = Callable[[str], Awaitable[None]]
-"""Awaited after the worker confirmed its idle time and right before the stop RPC."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ActionSettings:
-    """How nominated workers are confirmed and stopped."""
-
-    grace: float = 30.0
-    rpc_timeout: float = 5.0
-    tls: ClientTls | None = None
-
-
-@dataclass(frozen=True)
-class Record:
-    """One line of the decision log."""
-
-    time: float
-    worker: str
-    source_idle: float | None
-    verdict: Verdict
-    confirmed_idle: float | None = None
-    result: StopResult | None = None
 
 
 @dataclass
 class Autoscaler:
-    """Runs cycles over ``source`` with ``policy``; stops workers per ``action``."""
+    """Runs cycles over ``source``: plans with ``policy``, stops per ``action``."""
 
     source: Source
     policy: PolicySettings
     action: ActionSettings
     metrics: AutoscalerMetrics
     before_stop: BeforeStop | None = None
-    state: PolicyState = field(default_factory=PolicyState)
     records: deque[Record] = field(default_factory=lambda: deque(maxlen=DECISION_LOG_SIZE))
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    planner: Planner = field(init=False)
+    actuator: Actuator = field(init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.planner = PolicyPlanner(self.policy)
+        self.actuator = WorkerActuator(
+            self.action,
+            max_idle=self.policy.max_idle,
+            dry_run=self.policy.dry_run,
+            before_stop=self.before_stop,
+        )
 
     async def cycle(self) -> bool:
         """Run one cycle (waiting for any running one first); False if the source failed."""
@@ -94,119 +78,60 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
-        result = plan(readings, self.state, self.policy, time.monotonic())
-        self.state = result.state
-        self.metrics.candidates.set(result.candidates)
-        for decision in result.decisions:
-            self._note(decision)
-        for decision in result.stops:
+        plan = self.planner.plan(readings, time.monotonic())
+        self.metrics.candidates.set(plan.candidates)
+        for decision in plan.decisions:
+            self._note_unacted(decision)
+        for decision in plan.stops:
             if self.stopping.is_set():
                 log.info("shutting down: %s not stopped", decision.worker)
-                self.state = after_stop(
-                    self.state, decision.worker, False, time.monotonic(), self.policy
-                )
                 continue
             await self._act(decision)
         return True
 
-    def _note(self, decision: Decision) -> None:
+    def _note_unacted(self, decision: Decision) -> None:
         """Count and log a decision that is not acted on."""
-        reason = BLOCKING_VERDICTS.get(decision.verdict)
-        if reason is not None:
-            self.metrics.blocked.labels(reason.value).inc()
-            _log_decision(decision.worker, decision.idle, None, "hold", reason.value)
-            self.records.append(
-                Record(time.time(), decision.worker, decision.idle, decision.verdict)
-            )
-        elif decision.verdict not in (Verdict.STOP, Verdict.DRY_RUN):
-            log.debug(
-                "worker=%s source_idle=%s verdict=%s",
-                decision.worker,
-                _fmt(decision.idle),
-                decision.verdict.value,
-            )
+        if decision.verdict.blocks:
+            self.metrics.blocked.labels(decision.verdict.value).inc()
+            self._log_decision(_as_record(decision, None))
+        elif decision.verdict is not Verdict.STOP and log.isEnabledFor(logging.DEBUG):
+            decision_log.write(_as_record(decision, None), logging.DEBUG)
 
     async def _act(self, decision: Decision) -> None:
-        confirmed, result = await self.retire(decision)
-        self.metrics.stops.labels(result.value).inc()
-        if result is StopResult.REFUSED_BUSY:
-            self.metrics.blocked.labels(BlockReason.BUSY_ON_RECHECK.value).inc()
-        stopped = result in (StopResult.STOPPED, StopResult.DRY_RUN)
-        if result is not StopResult.DRY_RUN:
-            self.state = after_stop(
-                self.state, decision.worker, stopped, time.monotonic(), self.policy
-            )
-        _log_decision(decision.worker, decision.idle, confirmed, "stop", result.value)
-        self.records.append(
-            Record(time.time(), decision.worker, decision.idle, decision.verdict, confirmed, result)
-        )
+        attempt = await self.actuator.retire(decision)
+        self.planner.record(decision.worker, attempt.result, time.monotonic())
+        self.metrics.stops.labels(attempt.result.value).inc()
+        self._log_decision(_as_record(decision, attempt))
 
-    async def retire(self, decision: Decision) -> tuple[float | None, StopResult]:
-        """Confirm with the worker and stop it; return the confirmed idle and the result."""
-        connection = WorkerConnection(decision.worker, tls=self.action.tls)
-        try:
-            return await self._confirm_and_stop(connection, decision)
-        finally:
-            await connection.close()
-
-    async def _confirm_and_stop(
-        self, connection: WorkerConnection, decision: Decision
-    ) -> tuple[float | None, StopResult]:
-        threshold = self.policy.max_idle
-        try:
-            idle = await connection.idle_time(timeout=self.action.rpc_timeout)
-        except TransientRpcError:
-            return None, StopResult.UNREACHABLE
-        except (IdleUnavailable, RpcError):
-            return None, StopResult.FAILED
-        if not (valid_idle(idle) and idle >= threshold):
-            return idle, StopResult.REFUSED_BUSY
-        if decision.verdict is Verdict.DRY_RUN:
-            return idle, StopResult.DRY_RUN
-        if self.before_stop is not None:
-            await self.before_stop(decision.worker)
-        grace = self.action.grace
-        try:
-            await connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=threshold)
-        except StopRefused:
-            return idle, StopResult.REFUSED_BUSY
-        except TransientRpcError:
-            return idle, StopResult.UNREACHABLE
-        except RpcError:
-            return idle, StopResult.FAILED
-        return idle, StopResult.STOPPED
+    def _log_decision(self, record: Record) -> None:
+        """Add ``record`` to the decision log and write it."""
+        self.records.append(record)
+        decision_log.write(record)
 
     async def run(self, interval: float) -> None:
-        """Run cycles every ``interval`` seconds until ``stopping`` is set."""
+        """Run cycles every ``interval`` seconds until ``stopping`` is set.
+
+        A cycle that fails unexpectedly is logged and stops no one more; the next
+        cycle runs as usual.
+        """
         while not self.stopping.is_set():
-            await self.cycle()
+            try:
+                await self.cycle()
+            except Exception:
+                log.exception("cycle failed, stopping no one more this cycle")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), interval)
 
 
-def _log_decision(
-    worker: str, source_idle: float | None, confirmed: float | None, action: str, outcome: str
-) -> None:
-    """One log line per decision; JSON logs carry the same facts as fields."""
-    key = "result" if action == "stop" else "reason"
-    confirmed_text = "" if action != "stop" else f" confirmed_idle={_fmt(confirmed)}"
-    log.info(
-        "worker=%s source_idle=%s%s action=%s %s=%s",
-        worker,
-        _fmt(source_idle),
-        confirmed_text,
-        action,
-        key,
-        outcome,
-        extra={
-            "worker": worker,
-            "source_idle": source_idle,
-            "confirmed_idle": confirmed,
-            "action": action,
-            key: outcome,
-        },
+def _as_record(decision: Decision, attempt: StopAttempt | None) -> Record:
+    """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
+    if attempt is None:
+        return Record(time.time(), decision.worker, decision.idle, decision.verdict)
+    return Record(
+        time.time(),
+        decision.worker,
+        decision.idle,
+        decision.verdict,
+        attempt.confirmed_idle,
+        attempt.result,
     )
-
-
-def _fmt(value: float | None) -> str:
-    return "none" if value is None else f"{value:.3f}"

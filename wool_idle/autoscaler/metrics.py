@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from wool_idle.autoscaler.outcomes import BlockReason, StopResult
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 
 class AutoscalerMetrics:
-    """``wool_autoscaler_*`` series; every label value exists from the start (at 0)."""
+    """``wool_autoscaler_*`` series; every label value exists from the start (at 0).
+
+    ``stops_total{result}`` counts each stop tried once, by ``StopResult``;
+    ``blocked_total{reason}`` counts each decision whose ``Verdict`` blocks.
+    """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.stops = Counter(
@@ -16,7 +20,7 @@ class AutoscalerMetrics:
         )
         self.blocked = Counter(
             "wool_autoscaler_blocked",
-            "Retirements the rules or the worker held back, by reason.",
+            "Retirements a rule or an untrustworthy reading held back, by verdict.",
             ["reason"],
             registry=registry,
         )
@@ -42,5 +46,6 @@ class AutoscalerMetrics:
         )
         for result in StopResult:
             self.stops.labels(result.value)
-        for reason in BlockReason:
-            self.blocked.labels(reason.value)
+        for verdict in Verdict:
+            if verdict.blocks:
+                self.blocked.labels(verdict.value)

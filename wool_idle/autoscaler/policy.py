@@ -1,21 +1,22 @@
 """The retirement policy: readings and settings in, decisions out. No I/O.
 
-A worker is a candidate when, on ``wait_count`` consecutive cycles, its
-reading is a fresh, finite idle value >= ``max_idle``, it is up, supports
-idle, and (where an alert gates retirement) its alert fires. Candidates not
-cooling down and not already retiring are then taken longest idle first,
-never more than ``max_stops_per_cycle`` and never taking the fleet below
-``min_workers`` up workers (workers already retiring count as gone).
+A worker is a candidate when, on ``wait_count`` consecutive cycles, its reading is a
+fresh, finite idle value >= ``max_idle``, it is up, supports idle, and (where
+an alert gates retirement) its alert fires. Candidates not cooling down and
+not already retiring are then taken longest idle first, never more than
+``max_stops_per_cycle`` and never taking the fleet below ``min_workers`` up
+workers (workers already retiring count as gone). Whatever is unknown or
+contradictory counts against stopping.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Final
 
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import valid_idle
 
 DEFAULT_MAX_STOPS_PER_CYCLE: Final = 5
@@ -24,48 +25,29 @@ RETIRING_TTL: Final = 300.0
 Past that, the address is taken to be a new worker (restarted in its place)."""
 
 
-class Verdict(StrEnum):
-    """What the policy decided about one worker on one cycle."""
-
-    STOP = "stop"
-    DRY_RUN = "dry_run"  # would stop, but the operator asked for a dry run
-    BUSY = "busy"  # idle below the threshold
-    INVALID_VALUE = "invalid_value"  # missing, NaN, infinite or negative
-    STALE = "stale"  # the reading is older than max_age
-    DOWN = "down"
-    UNSUPPORTED = "unsupported"
-    NOT_ALERTING = "not_alerting"
-    WAITING = "waiting"  # idle enough, but fewer than wait_count cycles in a row
-    RETIRING = "retiring"  # a stop was already sent
-    COOLDOWN = "cooldown"
-    MIN_WORKERS = "min_workers"
-    RATE_LIMIT = "rate_limit"
-
-
-_RANKED: Final = frozenset({Verdict.STOP, Verdict.DRY_RUN, Verdict.MIN_WORKERS, Verdict.RATE_LIMIT})
-
-CANDIDATE_VERDICTS: Final = frozenset(
-    {Verdict.STOP, Verdict.DRY_RUN, Verdict.COOLDOWN, Verdict.MIN_WORKERS, Verdict.RATE_LIMIT}
-)
-"""Verdicts of workers idle past the rule (acted on, or held back by a rule)."""
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reading:
-    """One worker as a source saw it. ``idle`` is None when the source had no
-    numeric value; ``age`` is how old the value is in seconds."""
+    """One worker as a source saw it.
+
+    ``idle`` is None when the source had no usable value; ``age`` is how old
+    the value is in seconds (``math.inf`` when unknown); ``conflicting`` is
+    True when duplicate series of the worker disagreed.
+    """
 
     worker: str
     idle: float | None
+    _: KW_ONLY
     up: bool = True
     supported: bool = True
     age: float = 0.0
     alerting: bool = True
+    conflicting: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
 class PolicySettings:
-    """The rule. Durations in seconds."""
+    """The rule. Durations in seconds. ``dry_run`` is read by the actuator: it
+    confirms but sends no stop."""
 
     max_idle: float
     wait_count: int = 1
@@ -92,7 +74,7 @@ class PolicyState:
     """Workers a stop was sent to, and when; they count as gone for the floor."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict on one worker, with the idle value it was based on."""
 
@@ -103,24 +85,24 @@ class Decision:
 
 @dataclass(frozen=True)
 class Plan:
-    """One cycle's decisions (one per reading) and the state for the next cycle."""
+    """One cycle's decisions (one per worker), the state for the next cycle, and
+    how many workers were candidates (idle past the rule, stopped or held back by
+    a rule: ``stop``, ``cooldown``, ``min_workers``, ``rate_limit``)."""
 
     decisions: tuple[Decision, ...]
     state: PolicyState
+    candidates: int = 0
 
     @property
     def stops(self) -> tuple[Decision, ...]:
-        """The workers to stop (or, in a dry run, to report), longest idle first."""
-        return tuple(d for d in self.decisions if d.verdict in (Verdict.STOP, Verdict.DRY_RUN))
-
-    @property
-    def candidates(self) -> int:
-        """How many workers are idle past the rule, acted on or not."""
-        return sum(d.verdict in CANDIDATE_VERDICTS for d in self.decisions)
+        """The workers to stop, longest idle first."""
+        return tuple(d for d in self.decisions if d.verdict is Verdict.STOP)
 
 
-def _screen(reading: Reading, settings: PolicySettings) -> Verdict | None:
-    """Why ``reading`` is not idle past the rule this cycle, or None if it is."""
+def _disqualifier(reading: Reading, settings: PolicySettings) -> Verdict | None:
+    """The verdict that rules ``reading`` out on its own, or None if it is idle past the rule."""
+    if reading.conflicting:
+        return Verdict.CONFLICTING
     if not reading.up:
         return Verdict.DOWN
     if not reading.supported:
@@ -137,13 +119,23 @@ def _screen(reading: Reading, settings: PolicySettings) -> Verdict | None:
     return None
 
 
+def _one_per_worker(readings: Iterable[Reading]) -> dict[str, Reading]:
+    """Readings by worker; a worker read twice with different values is conflicting."""
+    latest: dict[str, Reading] = {}
+    for reading in readings:
+        seen = latest.setdefault(reading.worker, reading)
+        if seen is not reading and seen != reading:
+            latest[reading.worker] = replace(seen, conflicting=True)
+    return latest
+
+
 def plan(
     readings: Iterable[Reading], state: PolicyState, settings: PolicySettings, now: float
 ) -> Plan:
     """Decide every worker's fate for this cycle. Pure: same inputs, same plan."""
-    latest = {r.worker: r for r in readings}
-    screened = {w: _screen(r, settings) for w, r in latest.items()}
-    streaks = {w: state.streaks.get(w, 0) + 1 for w, v in screened.items() if v is None}
+    latest = _one_per_worker(readings)
+    disqualified = {w: _disqualifier(r, settings) for w, r in latest.items()}
+    streaks = {w: state.streaks.get(w, 0) + 1 for w, v in disqualified.items() if v is None}
     retiring = {
         w: since
         for w, since in state.retiring.items()
@@ -151,10 +143,10 @@ def plan(
     }
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     verdicts: dict[str, Verdict] = {}
-    candidates = []
-    for worker, screen in screened.items():
-        if screen is not None:
-            verdicts[worker] = screen
+    ranked = []
+    for worker, disqualifier in disqualified.items():
+        if disqualifier is not None:
+            verdicts[worker] = disqualifier
         elif worker in retiring:
             verdicts[worker] = Verdict.RETIRING
         elif streaks[worker] < settings.wait_count:
@@ -162,38 +154,46 @@ def plan(
         elif worker in cooldowns:
             verdicts[worker] = Verdict.COOLDOWN
         else:
-            candidates.append(latest[worker])
-    up = sum(1 for r in latest.values() if r.up)
+            ranked.append(latest[worker])
+    up = sum(r.up and not r.conflicting for r in latest.values())
     room = max(0, up - len(retiring) - settings.min_workers)
-    candidates.sort(key=lambda r: (-(r.idle or 0.0), r.worker))
-    for rank, reading in enumerate(candidates):
+    ranked.sort(key=lambda r: (-(r.idle or 0.0), r.worker))
+    for rank, reading in enumerate(ranked):
         if rank >= room:
             verdicts[reading.worker] = Verdict.MIN_WORKERS
         elif rank >= settings.max_stops_per_cycle:
             verdicts[reading.worker] = Verdict.RATE_LIMIT
         else:
-            verdicts[reading.worker] = Verdict.DRY_RUN if settings.dry_run else Verdict.STOP
-    first = [r.worker for r in candidates]
-    rest = [w for w in latest if verdicts[w] not in _RANKED]
+            verdicts[reading.worker] = Verdict.STOP
+    first = [r.worker for r in ranked]
+    chosen = set(first)
+    rest = [w for w in latest if w not in chosen]
     decisions = tuple(Decision(w, latest[w].idle, verdicts[w]) for w in first + rest)
-    stopping = {d.worker: now for d in decisions if d.verdict is Verdict.STOP}
-    return Plan(decisions, PolicyState(streaks, cooldowns, {**retiring, **stopping}))
+    candidates = len(ranked) + sum(v is Verdict.COOLDOWN for v in verdicts.values())
+    return Plan(decisions, PolicyState(streaks, cooldowns, retiring), candidates)
 
 
 def after_stop(
-    state: PolicyState, worker: str, stopped: bool, now: float, settings: PolicySettings
+    state: PolicyState,
+    worker: str,
+    *,
+    result: StopResult,
+    now: float,
+    settings: PolicySettings,
 ) -> PolicyState:
-    """The state once a planned stop of ``worker`` has been tried.
+    """The state once a planned stop of ``worker`` has come to ``result``.
 
-    A stop that did not happen (refused, unreachable, failed) takes the worker
-    out of ``retiring``, resets its streak and cools it down for ``cooldown`` s.
+    A stop sent (``STOPPED``) makes the worker retiring: it counts as gone for
+    the floor and is not stopped again. A dry run changes nothing. Any other
+    result resets the worker's streak and cools it down for ``cooldown`` s.
     """
-    if stopped:
+    if result is StopResult.DRY_RUN:
         return state
-    streaks = {w: n for w, n in state.streaks.items() if w != worker}
+    if result is StopResult.STOPPED:
+        return replace(state, retiring={**state.retiring, worker: now})
     return replace(
         state,
-        streaks=streaks,
+        streaks={w: n for w, n in state.streaks.items() if w != worker},
         cooldown_until={**state.cooldown_until, worker: now + settings.cooldown},
         retiring={w: t for w, t in state.retiring.items() if w != worker},
     )

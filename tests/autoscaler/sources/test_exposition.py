@@ -1,0 +1,113 @@
+"""Reading an exporter's exposition text."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.sources import ExporterSource, Selector, SourceError, parse_exposition
+from wool_idle.autoscaler.verdicts import Verdict
+
+EXPOSITION = """\
+# TYPE wool_worker_idle_seconds gauge
+wool_worker_idle_seconds{worker="a:1",pool="gpu"} 120.5
+wool_worker_idle_seconds{worker="b:1",pool="cpu"} 0
+wool_worker_idle_seconds{worker="c:1",pool="gpu"} NaN
+# TYPE wool_worker_up gauge
+wool_worker_up{worker="a:1",pool="gpu"} 1
+wool_worker_up{worker="b:1",pool="cpu"} 1
+wool_worker_up{worker="c:1",pool="gpu"} 1
+wool_worker_up{worker="d:1",pool="gpu"} 0
+# TYPE wool_worker_idle_supported gauge
+wool_worker_idle_supported{worker="a:1",pool="gpu"} 1
+wool_worker_idle_supported{worker="b:1",pool="cpu"} 1
+wool_worker_idle_supported{worker="c:1",pool="gpu"} 1
+wool_worker_idle_supported{worker="d:1",pool="gpu"} 0
+# TYPE other_metric gauge
+other_metric{worker="z:1"} 5
+"""
+
+
+def exposition(*rows: tuple[str, str, float]) -> str:
+    """Exposition text: for each (worker, extra labels, idle), its three series."""
+    return "".join(
+        f'wool_worker_idle_seconds{{worker="{w}"{extra}}} {idle}\n'
+        f'wool_worker_up{{worker="{w}"{extra}}} 1\n'
+        f'wool_worker_idle_supported{{worker="{w}"{extra}}} 1\n'
+        for w, extra, idle in rows
+    )
+
+
+class TestParseExposition:
+    def test_parse_exposition_readings(self) -> None:
+        """Given an exporter's text, when parsed, then each worker has its reading, read
+        just now (age 0), and a NaN idle value becomes None."""
+        # Act
+        readings = parse_exposition(EXPOSITION)
+        # Assert
+        assert readings == [
+            Reading("a:1", 120.5),
+            Reading("b:1", 0.0),
+            Reading("c:1", None),
+            Reading("d:1", None, up=False, supported=False),
+        ]
+
+    def test_parse_exposition_selectors(self) -> None:
+        """Given selectors, when parsed, then only matching workers remain."""
+        # Act
+        readings = parse_exposition(EXPOSITION, [Selector("pool", "gpu")])
+        # Assert
+        assert [r.worker for r in readings] == ["a:1", "c:1", "d:1"]
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            'wool_worker_idle_seconds{worker="a:1" 5\n',
+            'wool_worker_up{worker="a"} notanumber\n',
+            "{}\n",
+            "\x00\x01",
+        ],
+    )
+    def test_parse_exposition_malformed_raises(self, text: str) -> None:
+        """Given malformed exposition text, when parsed, then SourceError."""
+        with pytest.raises(SourceError):
+            parse_exposition(text)
+
+    def test_parse_exposition_conflicting_duplicates_never_stop(self) -> None:
+        """Given two idle series of one worker that differ only in an extra label, one
+        saying 500 and the other 0, when parsed and planned, then the reading is
+        conflicting and the worker is not stopped, whichever series comes last."""
+        # Arrange
+        settings = PolicySettings(max_idle=60.0, min_workers=0)
+        texts = [
+            exposition(("a:1", ',job="x"', 500), ("a:1", ',job="y"', 0)),
+            exposition(("a:1", ',job="x"', 0), ("a:1", ',job="y"', 500)),
+        ]
+        # Act
+        plans = [PolicyPlanner(settings).plan(parse_exposition(t), 0.0) for t in texts]
+        # Assert
+        for plan in plans:
+            assert [(d.worker, d.verdict) for d in plan.decisions] == [("a:1", Verdict.CONFLICTING)]
+
+    def test_parse_exposition_identical_duplicates_collapse(self) -> None:
+        """Given two identical idle series of one worker (other labels differing), when
+        parsed, then they collapse into one plain reading."""
+        # Act
+        readings = parse_exposition(exposition(("a:1", ',job="x"', 500), ("a:1", ',job="y"', 500)))
+        # Assert
+        assert readings == [Reading("a:1", 500.0)]
+
+
+class TestExporterSource:
+    async def test_read_over_http(self, serve_text) -> None:
+        """Given an exporter's text served over HTTP, when read, then the readings are
+        those of the text."""
+        # Arrange
+        url = await serve_text(EXPOSITION)
+        async with aiohttp.ClientSession() as session:
+            # Act
+            readings = await ExporterSource(session, url, [], 2.0).read()
+        # Assert
+        assert readings == parse_exposition(EXPOSITION)

@@ -1,0 +1,256 @@
+"""Reading a Prometheus server's HTTP API at one pinned evaluation time."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.sources import (
+    PrometheusSource,
+    Selector,
+    SourceError,
+    age_query,
+    alert_query,
+    parse_alert_response,
+    parse_query_responses,
+    series_query,
+)
+from wool_idle.autoscaler.verdicts import Verdict
+
+SERIES = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
+
+
+def vector(*items: tuple[dict, object]) -> dict:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": labels, "value": [1700000000.0, value]} for labels, value in items
+            ],
+        },
+    }
+
+
+def healthy(worker: str, idle: str, **extra: str) -> list[tuple[dict, str]]:
+    """The three series of one up worker that supports idle."""
+    values = dict(zip(SERIES, (idle, "1", "1"), strict=True))
+    return [({"__name__": n, "worker": worker, **extra}, v) for n, v in values.items()]
+
+
+class FakePrometheus:
+    """Prometheus's query API over real HTTP, answering scripted bodies; records the
+    ``time`` parameter of every query and every path asked."""
+
+    def __init__(self, values: dict, ages: dict, alerts: dict | None = None) -> None:
+        self.bodies = {"values": values, "ages": ages, "alerts": alerts}
+        self.times: list[str | None] = []
+        self.paths: list[str] = []
+
+    async def answer(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        query = request.query.get("query", "")
+        self.times.append(request.query.get("time"))
+        kind = "ages" if query.startswith("time()") else "values"
+        kind = "alerts" if query.startswith("ALERTS") else kind
+        return web.json_response(self.bodies[kind])
+
+    async def read(self, aiohttp_server, alert: str | None = None) -> list[Reading]:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.answer)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            source = PrometheusSource(session, str(server.make_url("/")), [], alert, 2.0)
+            return await source.read()
+
+
+class TestParseQueryResponses:
+    def test_parse_query_responses(self) -> None:
+        """Given query and age responses, when parsed, then readings carry values and
+        ages; a non-numeric value is None and an unparsable age is infinite."""
+        # Arrange
+        values = vector(*healthy("a:1", "30"), *healthy("b:1", "abc"))
+        ages = vector(({"worker": "a:1"}, "2.5"), ({"worker": "b:1"}, "x"))
+        # Act
+        readings = parse_query_responses(values, ages)
+        # Assert
+        assert readings == [Reading("a:1", 30.0, age=2.5), Reading("b:1", None, age=math.inf)]
+
+    def test_parse_query_responses_missing_age_is_stale(self) -> None:
+        """Given a worker in the value response but missing from the age response, when
+        parsed and planned, then its age is unknown (infinite) and its verdict stale:
+        it is never treated as fresh."""
+        # Arrange
+        values = vector(*healthy("a:1", "500"), *healthy("b:1", "500"))
+        ages = vector(({"worker": "a:1"}, "1"))
+        settings = PolicySettings(max_idle=60.0, min_workers=0)
+        # Act
+        readings = parse_query_responses(values, ages)
+        plan = PolicyPlanner(settings).plan(readings, 0.0)
+        # Assert
+        assert readings[1].age == math.inf
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            "a:1": Verdict.STOP,
+            "b:1": Verdict.STALE,
+        }
+
+    @pytest.mark.parametrize(
+        ("values", "ages", "conflicting"),
+        [
+            (healthy("a:1", "500", job="x") + healthy("a:1", "0", job="y"), ["1"], True),
+            (healthy("a:1", "0", job="x") + healthy("a:1", "500", job="y"), ["1"], True),
+            (healthy("a:1", "500", job="x") + healthy("a:1", "500.0", job="y"), ["1"], False),
+            (healthy("a:1", "500", job="x") + healthy("a:1", "500", job="y"), ["1", "40"], True),
+            (healthy("a:1", "500", job="x") + healthy("a:1", "500", job="y"), ["1", "1"], False),
+        ],
+    )
+    def test_parse_query_responses_duplicates(self, values, ages, conflicting: bool) -> None:
+        """Given duplicate series of one worker (other labels differing), when parsed,
+        then equal values collapse and different values or ages make the reading
+        conflicting, which the policy never stops."""
+        # Arrange
+        age_items = [({"worker": "a:1", "job": str(i)}, age) for i, age in enumerate(ages)]
+        settings = PolicySettings(max_idle=60.0, min_workers=0)
+        # Act
+        readings = parse_query_responses(vector(*values), vector(*age_items))
+        plan = PolicyPlanner(settings).plan(readings, 0.0)
+        # Assert
+        assert [r.conflicting for r in readings] == [conflicting]
+        expected = Verdict.CONFLICTING if conflicting else Verdict.STOP
+        assert [d.verdict for d in plan.decisions] == [expected]
+
+    @pytest.mark.parametrize(
+        "body",
+        [
+            None,
+            [],
+            "text",
+            {"status": "error", "error": "bad"},
+            {"status": "error", "error": [[["nested"]]]},
+            {"status": "success"},
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            {"status": "success", "data": {"resultType": "vector", "result": {}}},
+            {"status": "success", "data": {"resultType": "vector", "result": [1]}},
+            vector(({"__name__": "wool_worker_up", "worker": 1}, "1")),
+            vector(({"__name__": ["wool_worker_up"], "worker": "a:1"}, "1")),
+            vector(({"__name__": {"x": 1}, "worker": "a:1"}, "1")),
+            vector(({"__name__": 5, "worker": "a:1"}, "1")),
+            vector(({"worker": "a:1"}, "1")),
+            {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {}, "value": "1"}]},
+            },
+        ],
+    )
+    def test_parse_query_malformed_raises(self, body) -> None:
+        """Given a malformed API body (including labels that are not strings), when
+        parsed, then SourceError and nothing else."""
+        with pytest.raises(SourceError):
+            parse_query_responses(body, vector())
+
+    @pytest.mark.parametrize("worker", [None, 5, ["a:1"]])
+    def test_parse_query_malformed_age_raises(self, worker) -> None:
+        """Given an age sample without a string worker label, when parsed, then
+        SourceError."""
+        with pytest.raises(SourceError):
+            parse_query_responses(vector(*healthy("a:1", "1")), vector(({"worker": worker}, "1")))
+
+    @pytest.mark.parametrize("value", [1, True, None, [], {}, "1_0x"])
+    def test_parse_query_non_string_value_is_no_value(self, value) -> None:
+        """Given an idle sample whose value is not a numeric string (the API sends
+        numbers as strings), when parsed, then the reading has no idle value."""
+        # Act
+        readings = parse_query_responses(
+            vector(*healthy("a:1", value)), vector(({"worker": "a:1"}, "1"))
+        )
+        # Assert
+        assert readings == [Reading("a:1", None, age=1.0)]
+
+
+class TestAlerts:
+    def test_parse_alert_response(self) -> None:
+        """Given the ALERTS query's result, when parsed, then the workers it names."""
+        # Arrange
+        body = vector(
+            ({"__name__": "ALERTS", "alertname": "WoolWorkerIdle", "worker": "a:1"}, "1"),
+            ({"__name__": "ALERTS", "alertname": "WoolWorkerIdle"}, "1"),
+        )
+        # Act / Assert
+        assert parse_alert_response(body) == {"a:1"}
+
+    @pytest.mark.parametrize(
+        "body", [None, {"status": "success"}, vector(({"worker": 5}, "1")), {"data": [1]}]
+    )
+    def test_parse_alert_malformed_raises(self, body) -> None:
+        with pytest.raises(SourceError):
+            parse_alert_response(body)
+
+
+class TestQueries:
+    def test_queries_apply_selectors_escaped(self) -> None:
+        """Given selectors with quotes, when rendered, then they are PromQL matchers."""
+        # Arrange
+        selectors = [Selector("pool", 'g"pu')]
+        # Act / Assert
+        assert series_query(selectors) == (
+            '{__name__=~"wool_worker_idle_seconds|wool_worker_up|wool_worker_idle_supported",'
+            'pool="g\\"pu"}'
+        )
+        assert age_query(selectors) == 'time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
+
+    def test_alert_query_escapes_the_name(self) -> None:
+        """Given an alert name with a quote, when rendered, then it is one PromQL string."""
+        assert alert_query('W"x') == 'ALERTS{alertname="W\\"x",alertstate="firing"}'
+
+
+class TestPrometheusSource:
+    async def test_read_pins_one_evaluation_time(self, aiohttp_server) -> None:
+        """Given a source gated on an alert, when read, then its three queries go to
+        /api/v1/query with one and the same `time` (the moment of the read), and
+        /api/v1/alerts (which has no time) is never asked."""
+        # Arrange
+        prometheus = FakePrometheus(vector(), vector(), vector())
+        before = time.time()
+        # Act
+        await prometheus.read(aiohttp_server, alert="WoolWorkerIdle")
+        # Assert
+        assert prometheus.paths == ["/api/v1/query"] * 3
+        assert len(set(prometheus.times)) == 1
+        (pinned,) = set(prometheus.times)
+        assert pinned is not None and before - 1 <= float(pinned) <= time.time() + 1
+
+    async def test_read_missing_age_is_stale(self, aiohttp_server) -> None:
+        """Given Prometheus answering values for two idle workers but an age for one,
+        when read and planned, then the other is stale, not stopped."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500"), *healthy("b:1", "500")),
+            vector(({"worker": "a:1"}, "1")),
+        )
+        settings = PolicySettings(max_idle=60.0, min_workers=0)
+        # Act
+        readings = await prometheus.read(aiohttp_server)
+        plan = PolicyPlanner(settings).plan(readings, 0.0)
+        # Assert
+        assert [d.worker for d in plan.stops] == ["a:1"]
+        assert {d.worker: d.verdict for d in plan.decisions}["b:1"] is Verdict.STALE
+
+    async def test_read_alert_gate(self, aiohttp_server) -> None:
+        """Given the ALERTS series firing for one of two idle workers, when read with
+        the alert, then only that worker is alerting."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "99"), *healthy("b:1", "99")),
+            vector(({"worker": "a:1"}, "1"), ({"worker": "b:1"}, "1")),
+            vector(({"__name__": "ALERTS", "alertname": "WoolWorkerIdle", "worker": "a:1"}, "1")),
+        )
+        # Act
+        readings = await prometheus.read(aiohttp_server, alert="WoolWorkerIdle")
+        # Assert
+        assert [(r.worker, r.alerting) for r in readings] == [("a:1", True), ("b:1", False)]

@@ -1,0 +1,390 @@
+"""What every source promises: readings, or ``SourceError`` and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+import aiohttp
+import pytest
+from aiohttp import web
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Source, SourceError
+from wool_idle.autoscaler.sources.source import fetch
+from wool_idle.contract import valid_idle
+from wool_idle.worker.address import parse_address
+
+
+class TestFetch:
+    @pytest.mark.parametrize(
+        ("status", "body", "content_type", "json_body"),
+        [
+            (500, "oops", "text/plain", True),
+            (200, "garbage{{{", "application/json", True),
+            (200, "[" * 100_000, "application/json", True),
+            (200, "\xff\xfe", "text/plain; charset=utf-8", False),
+        ],
+    )
+    async def test_fetch_failures_are_source_errors(
+        self, aiohttp_server, status: int, body: str, content_type: str, json_body: bool
+    ) -> None:
+        """Given an HTTP answer that is an error, not JSON, JSON nested too deeply for
+        the decoder, or not UTF-8, when fetched, then SourceError."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(
+                status=status,
+                body=body.encode("latin-1"),
+                content_type=None,
+                headers={"Content-Type": content_type},
+            )
+
+        app = web.Application()
+        app.router.add_get("/", answer)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            # Act / Assert
+            with pytest.raises(SourceError):
+                await fetch(session, str(server.make_url("/")), {}, 2.0, json_body=json_body)
+
+
+class TestSourcesOverHttp:
+    @pytest.mark.parametrize(
+        ("kind", "status", "body"),
+        [
+            ("exporter", 200, "garbage{{{"),
+            ("exporter", 500, "oops"),
+            ("prometheus", 200, "garbage{{{"),
+            ("prometheus", 500, "oops"),
+            ("prometheus", 200, '{"status": "error", "error": "x"}'),
+        ],
+    )
+    async def test_sources_report_bad_answers(self, aiohttp_server, kind, status, body) -> None:
+        """Given an HTTP server answering garbage or errors, when a source reads it,
+        then SourceError."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(status=status, text=body)
+
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", answer)
+        server = await aiohttp_server(app)
+        base = str(server.make_url("/"))
+        async with aiohttp.ClientSession() as session:
+            source = (
+                ExporterSource(session, base + "metrics", [], 2.0)
+                if kind == "exporter"
+                else PrometheusSource(session, base, [], None, 2.0)
+            )
+            # Act / Assert
+            with pytest.raises(SourceError):
+                await source.read()
+
+    async def test_source_timeout(self, aiohttp_server) -> None:
+        """Given a source that never answers, when read with a 0.3s timeout, then SourceError."""
+
+        # Arrange
+        async def hang(request: web.Request) -> web.Response:
+            await asyncio.sleep(30)
+            return web.Response(text="")
+
+        app = web.Application()
+        app.router.add_get("/metrics", hang)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            source = ExporterSource(session, str(server.make_url("/metrics")), [], 0.3)
+            # Act / Assert
+            with pytest.raises(SourceError, match="Timeout"):
+                await source.read()
+
+
+# --- Property: arbitrary bodies over real HTTP -------------------------------------------
+
+SETTINGS = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=100, max_age=30.0)
+SERIES = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
+WORKERS = ("a:1", "b:1", "127.0.0.1:9", "worker-name", "a:1 ", "unix:/w.sock", "", "[::1]:5")
+NUMBERS = ("500", "60", "0", "1", "-1", "NaN", "+Inf", "1e999", "abc", " 500", "1_000")
+
+json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.sampled_from(NUMBERS + WORKERS + SERIES)
+    | st.text(max_size=8)
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["status", "data", "resultType", "result", "metric", "value", "error"])
+            | st.sampled_from(["__name__", "worker", "alertname"])
+            | st.text(max_size=5),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=16,
+)
+metrics = st.fixed_dictionaries(
+    {},
+    optional={
+        "__name__": st.sampled_from((*SERIES, "ALERTS", "other")) | json_values,
+        "worker": st.sampled_from(WORKERS) | json_values,
+        "job": st.sampled_from(["x", "y"]),
+    },
+)
+items = st.fixed_dictionaries(
+    {
+        "metric": metrics,
+        "value": st.tuples(st.floats(), st.sampled_from(NUMBERS) | json_leaves).map(list),
+    }
+)
+vectors = st.fixed_dictionaries(
+    {
+        "status": st.sampled_from(["success", "success", "error"]) | json_leaves,
+        "data": st.fixed_dictionaries(
+            {
+                "resultType": st.sampled_from(["vector", "vector", "matrix"]),
+                "result": st.lists(items | json_values, max_size=10),
+            }
+        ),
+    }
+)
+WRAPPERS = (("[", "]"), ('{"data":', "}"), ('{"result":[', "]}"), ('{"metric":{"worker":', "}}"))
+deep_json = st.builds(
+    lambda wrapper, depth, inner: wrapper[0] * depth + inner + wrapper[1] * depth,
+    st.sampled_from(WRAPPERS),
+    st.integers(0, 2_000) | st.just(100_000),
+    vectors.map(json.dumps),
+)
+rows = st.lists(
+    st.tuples(
+        st.sampled_from(("a:1", "b:1", "127.0.0.1:9", *WORKERS)),
+        st.sampled_from(["", "x", "y"]),
+        st.sampled_from(("500", "500", "500", *NUMBERS)),
+        st.sampled_from(["1", "1", "1", "1", "0", "abc"]),
+        st.sampled_from(["1", "1", "1", "1", "0"]),
+    ),
+    max_size=6,
+)
+"""Per worker: (worker, job label, idle, up, supported), the shape a real source has."""
+
+
+def _envelope(result: list) -> str:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+def _row_items(row: tuple[str, str, str, str, str]) -> list[dict]:
+    worker, job, *values = row
+    return [
+        {"metric": {"__name__": name, "worker": worker, "job": job}, "value": [1.0, value]}
+        for name, value in zip(SERIES, values, strict=True)
+    ]
+
+
+garbage_json = (
+    vectors.map(json.dumps) | json_values.map(json.dumps) | deep_json | st.text(max_size=50)
+)
+sample_ages = st.sampled_from(["1", "1", "1", "0", "40", "-1", "NaN", "x"])
+
+
+@st.composite
+def api_bodies(draw: st.DrawFn) -> tuple[str, ...]:
+    """Bodies of the values, ages and alert queries: mostly shaped like Prometheus's
+    answers for one drawn fleet (duplicates, odd values and labels, missing ages
+    included), each one garbage of any shape or depth one time in eight."""
+    fleet = draw(rows)
+    noise = draw(st.lists(items | json_values, max_size=1) | st.just([]))
+    aged = [row for row in fleet if draw(st.integers(0, 3))]  # some workers have no age
+    ages = [
+        {"metric": {"worker": w, "job": j}, "value": [1, draw(sample_ages)]} for w, j, *_ in aged
+    ]
+    firing = draw(st.lists(st.sampled_from([row[0] for row in fleet]))) if fleet else []
+    bodies = (
+        _envelope([item for row in fleet for item in _row_items(row)] + noise),
+        _envelope(ages),
+        _envelope(
+            [{"metric": {"__name__": "ALERTS", "worker": w}, "value": [1, "1"]} for w in firing]
+        ),
+    )
+    return tuple(body if draw(st.integers(0, 7)) else draw(garbage_json) for body in bodies)
+
+
+exposition_lines = (
+    st.builds(
+        "{}{{worker={}{}}} {}\n".format,
+        st.sampled_from((*SERIES, "other")),
+        st.sampled_from(WORKERS).map(lambda w: f'"{w}"'),
+        st.sampled_from(["", ',job="x"', ',job="y"']),
+        st.sampled_from(NUMBERS),
+    )
+    | st.sampled_from([f"# TYPE {s} gauge\n" for s in SERIES])
+    | st.text(max_size=30)
+)
+exposition_rows = rows.map(
+    lambda rs: "".join(
+        f'{name}{{worker="{w}",job="{j}"}} {v}\n'
+        for w, j, *values in rs
+        for name, v in zip(SERIES, values, strict=True)
+    )
+)
+exposition_bodies = st.builds(
+    "".join,
+    st.tuples(exposition_rows, st.lists(exposition_lines, max_size=2).map("".join) | st.just("")),
+)
+
+
+class Served:
+    """Bodies the module's real HTTP server answers; set before each example."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, str] = {}
+
+    async def answer(self, request: web.Request) -> web.Response:
+        query = request.query.get("query", "")
+        kind = "ages" if query.startswith("time()") else "values"
+        kind = "alerts" if query.startswith("ALERTS") else kind
+        kind = "metrics" if request.path == "/metrics" else kind
+        return web.Response(text=self.bodies[kind])
+
+
+@dataclass
+class Http:
+    """A real aiohttp server and client session on a loop of the test's own."""
+
+    loop: asyncio.AbstractEventLoop
+    served: Served
+    session: aiohttp.ClientSession
+    base: str
+
+    def read(self, source: Source) -> list[Reading] | None:
+        """``source.read()``: its readings, None for a SourceError; anything else raises."""
+
+        async def read() -> list[Reading] | None:
+            try:
+                return await source.read()
+            except SourceError:
+                return None
+
+        return self.loop.run_until_complete(read())
+
+
+@pytest.fixture(scope="module")
+def http():
+    loop = asyncio.new_event_loop()
+    served = Served()
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", served.answer)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    host, port = runner.addresses[0][:2]
+
+    async def open_session() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession()
+
+    session = loop.run_until_complete(open_session())
+    yield Http(loop, served, session, f"http://{host}:{port}")
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(runner.cleanup())
+    loop.close()
+
+
+def _number(value: object) -> float | None:
+    try:
+        return float(value) if isinstance(value, str | float) else None
+    except ValueError:
+        return None
+
+
+def _is_candidate(worker: str, series: dict[str, list], ages: list, alerting: bool) -> bool:
+    """Whether the raw samples of ``worker`` make it a valid candidate: an address, every
+    sample of each series agreeing, up and supported 1, idle finite and >= max_idle,
+    every age equal and within max_age, and alerting."""
+    try:
+        parse_address(worker)
+    except ValueError:
+        return False
+    idle, up, supported = (series[name] for name in SERIES)
+    if len(set(idle)) != 1 or set(up) != {1.0} or set(supported) != {1.0}:
+        return False
+    (value,) = set(idle)
+    if not (valid_idle(value) and value >= SETTINGS.max_idle):
+        return False
+    return len(set(ages)) == 1 and 0 <= ages[0] <= SETTINGS.max_age and alerting
+
+
+def _exposition_samples(text: str, worker: str) -> dict[str, list]:
+    series: dict[str, list] = {name: [] for name in SERIES}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in series and sample.labels.get("worker") == worker:
+                series[sample.name].append(sample.value)
+    return series
+
+
+def _api_samples(body: str, worker: str, name_label: bool = True) -> dict[str, list]:
+    series: dict[str, list] = {"": []} | {name: [] for name in SERIES}
+    for item in json.loads(body)["data"]["result"]:
+        if item["metric"].get("worker") == worker:
+            name = item["metric"].get("__name__", "") if name_label else ""
+            series.setdefault(name, []).append(_number(item["value"][1]))
+    return series
+
+
+class TestReadProperties:
+    @given(body=exposition_bodies)
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    def test_exporter_read_arbitrary_text(self, http: Http, body: str) -> None:
+        """Given arbitrary exposition text served over real HTTP, when the exporter
+        source reads it and the planner plans, then read raises nothing but SourceError,
+        and every stop is a valid candidate by the raw samples of the text."""
+        # Arrange
+        http.served.bodies = {"metrics": body}
+        source = ExporterSource(http.session, f"{http.base}/metrics", [], 5.0)
+        # Act
+        readings = http.read(source)
+        if readings is None:
+            return
+        plan = PolicyPlanner(SETTINGS).plan(readings, 0.0)
+        # Assert
+        for decision in plan.stops:
+            series = _exposition_samples(body, decision.worker)
+            assert _is_candidate(decision.worker, series, [0.0], alerting=True), body
+
+    @given(bodies=api_bodies(), alert=st.sampled_from([None, "WoolWorkerIdle"]))
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    def test_prometheus_read_arbitrary_json(
+        self, http: Http, bodies: tuple[str, str, str], alert: str | None
+    ) -> None:
+        """Given arbitrary JSON bodies (any shape, any depth, deep nesting included)
+        served over real HTTP as Prometheus's answers, when the Prometheus source reads
+        them and the planner plans, then read raises nothing but SourceError, and every
+        stop is a valid candidate by the raw samples of the bodies."""
+        # Arrange
+        values, ages, alerts = bodies
+        http.served.bodies = {"values": values, "ages": ages, "alerts": alerts}
+        source = PrometheusSource(http.session, http.base, [], alert, 5.0)
+        # Act
+        readings = http.read(source)
+        if readings is None:
+            return
+        plan = PolicyPlanner(SETTINGS).plan(readings, 0.0)
+        # Assert
+        for decision in plan.stops:
+            worker = decision.worker
+            age_samples = _api_samples(ages, worker, name_label=False)[""]
+            firing = alert is None or bool(_api_samples(alerts, worker, name_label=False)[""])
+            series = _api_samples(values, worker)
+            assert _is_candidate(worker, series, age_samples, firing), (values, ages)

@@ -1,0 +1,80 @@
+"""The decision log: each decision written once, its facts as fields."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from wool_idle import logs
+from wool_idle.autoscaler.decision_log import Record, write
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
+
+STOPPED = Record(1700000000.0, "a:1", 600.5, Verdict.STOP, 601.0, StopResult.STOPPED)
+HELD = Record(1700000000.0, "b:1", 700.0, Verdict.MIN_WORKERS)
+
+
+@pytest.fixture
+def written(caplog: pytest.LogCaptureFixture):
+    """The log records ``write`` produces."""
+
+    def capture(record: Record) -> logging.LogRecord:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+            write(record)
+        (line,) = caplog.records
+        return line
+
+    return capture
+
+
+class TestWrite:
+    def test_write_json_carries_each_fact_once(self, written) -> None:
+        """Given a stop that was sent, when written and formatted as JSON, then the
+        message is just 'decision' and the worker, verdict, idle times and result are
+        fields, each once."""
+        # Act
+        entry = json.loads(logs.JsonFormatter().format(written(STOPPED)))
+        # Assert
+        assert entry["message"] == "decision"
+        assert {k: entry[k] for k in ("worker", "verdict", "source_idle")} == {
+            "worker": "a:1",
+            "verdict": "stop",
+            "source_idle": 600.5,
+        }
+        assert (entry["confirmed_idle"], entry["result"]) == (601.0, "stopped")
+
+    def test_write_text_appends_the_fields(self, written) -> None:
+        """Given a held decision, when written and formatted as text, then one line:
+        'decision' followed by key=value for the worker, verdict and source idle (no
+        result: none was tried)."""
+        # Act
+        line = logs.TextFormatter("%(message)s").format(written(HELD))
+        # Assert
+        assert line == "decision worker=b:1 verdict=min_workers source_idle=700.0"
+
+
+class TestRecord:
+    def test_fields_are_the_decisions_json(self) -> None:
+        """Given records with and without a stop, then their fields are what /decisions
+        serves: plain JSON values, the enums as their label values."""
+        # Act / Assert
+        assert [json.loads(json.dumps(r.fields())) for r in (STOPPED, HELD)] == [
+            {
+                "time": 1700000000.0,
+                "worker": "a:1",
+                "source_idle": 600.5,
+                "verdict": "stop",
+                "confirmed_idle": 601.0,
+                "result": "stopped",
+            },
+            {
+                "time": 1700000000.0,
+                "worker": "b:1",
+                "source_idle": 700.0,
+                "verdict": "min_workers",
+                "confirmed_idle": None,
+                "result": None,
+            },
+        ]

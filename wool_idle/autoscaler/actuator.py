@@ -1,0 +1,106 @@
+"""The actuator: confirms a planned stop with the worker itself, then stops it.
+
+Safety, in order: the worker's own ``idle`` RPC must confirm the threshold;
+then a conditional stop ("only if idle for at least max_idle") that our worker
+refuses atomically if work arrived, with a grace so in-flight work finishes.
+Whatever goes wrong with one worker is that worker's result, never the
+cycle's: every exception but cancellation becomes ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from wool_idle.autoscaler.policy import Decision
+from wool_idle.autoscaler.verdicts import StopResult
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
+from wool_idle.exceptions import StopRefused, TransientRpcError
+from wool_idle.worker import ClientTls, WorkerConnection
+
+log = logging.getLogger("wool_idle.autoscaler")
+
+BeforeStop = Callable[[str], Awaitable[None]]
+"""Awaited after the worker confirmed its idle time and right before the stop RPC."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionSettings:
+    """How planned stops are confirmed and sent."""
+
+    grace: float = DEFAULT_GRACE
+    rpc_timeout: float = 5.0
+    tls: ClientTls | None = None
+
+
+@dataclass(frozen=True)
+class StopAttempt:
+    """What came of one planned stop, and the idle time the worker confirmed."""
+
+    result: StopResult
+    confirmed_idle: float | None = None
+
+
+class Actuator(Protocol):
+    """Carries out one planned stop."""
+
+    async def retire(self, decision: Decision) -> StopAttempt:
+        """Confirm and stop ``decision.worker``; never raises but for cancellation."""
+        ...
+
+
+class WorkerActuator:
+    """The ``Actuator`` of the daemon: the worker's idle RPC, then a conditional stop."""
+
+    def __init__(
+        self,
+        settings: ActionSettings,
+        *,
+        max_idle: float,
+        dry_run: bool,
+        before_stop: BeforeStop | None = None,
+    ) -> None:
+        self.settings, self.max_idle = settings, max_idle
+        self.dry_run, self.before_stop = dry_run, before_stop
+
+    async def retire(self, decision: Decision) -> StopAttempt:
+        try:
+            connection = WorkerConnection(decision.worker, tls=self.settings.tls)
+        except Exception as error:  # not an address after all, unreadable TLS files
+            return _failed(decision.worker, "connect", error, None)
+        try:
+            return await self._confirm_and_stop(connection, decision.worker)
+        finally:
+            await connection.close()
+
+    async def _confirm_and_stop(self, connection: WorkerConnection, worker: str) -> StopAttempt:
+        try:
+            idle = await connection.idle_time(timeout=self.settings.rpc_timeout)
+        except TransientRpcError:
+            return StopAttempt(StopResult.UNREACHABLE)
+        except Exception as error:  # IdleUnavailable, RpcError, a reply that does not decode
+            return _failed(worker, "idle", error, None)
+        if not (valid_idle(idle) and idle >= self.max_idle):
+            return StopAttempt(StopResult.REFUSED_BUSY, idle)
+        if self.dry_run:
+            return StopAttempt(StopResult.DRY_RUN, idle)
+        grace = self.settings.grace
+        try:
+            if self.before_stop is not None:
+                await self.before_stop(worker)
+            await connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
+        except StopRefused:
+            return StopAttempt(StopResult.REFUSED_BUSY, idle)
+        except TransientRpcError:
+            return StopAttempt(StopResult.UNREACHABLE, idle)
+        except Exception as error:
+            return _failed(worker, "stop", error, idle)
+        return StopAttempt(StopResult.STOPPED, idle)
+
+
+def _failed(worker: str, step: str, error: Exception, confirmed: float | None) -> StopAttempt:
+    """A ``failed`` attempt, with the error logged once (it is in no other record)."""
+    log.warning("worker %s: %s failed: %s: %s", worker, step, type(error).__name__, error)
+    return StopAttempt(StopResult.FAILED, confirmed)

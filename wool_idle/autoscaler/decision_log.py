@@ -1,0 +1,55 @@
+"""The decision log: what the daemon decided and did, as records and log lines.
+
+A record is written once per log line: the message is ``decision`` and every
+fact is a field of the log record (``extra``). JSON logs carry the fields as
+keys; text logs append them as ``key=value``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
+
+log = logging.getLogger("wool_idle.autoscaler")
+
+DECISION_LOG_SIZE: Final = 1000
+"""Records kept for ``/decisions``, newest last."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One decision: the verdict on a worker and, if a stop was tried, its result."""
+
+    time: float
+    worker: str
+    source_idle: float | None
+    verdict: Verdict
+    confirmed_idle: float | None = None
+    result: StopResult | None = None
+
+    def fields(self) -> dict[str, object]:
+        """The record as JSON-ready fields, as ``/decisions`` serves it."""
+        return {
+            "time": self.time,
+            "worker": self.worker,
+            "source_idle": self.source_idle,
+            "verdict": self.verdict.value,
+            "confirmed_idle": self.confirmed_idle,
+            "result": None if self.result is None else self.result.value,
+        }
+
+
+def write(record: Record, level: int = logging.INFO) -> None:
+    """Log ``record`` as one ``decision`` line (its time is the log line's own)."""
+    fields: dict[str, object] = {
+        "worker": record.worker,
+        "verdict": record.verdict.value,
+        "source_idle": record.source_idle,
+    }
+    if record.result is not None:
+        fields["confirmed_idle"] = record.confirmed_idle
+        fields["result"] = record.result.value
+    log.log(level, "decision", extra=fields)

@@ -1,0 +1,53 @@
+"""Reading an exporter's ``/metrics``: Prometheus exposition text, read just now."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.sources.samples import SamplesByWorker
+from wool_idle.autoscaler.sources.selector import Selector
+from wool_idle.autoscaler.sources.source import SourceError, fetch
+from wool_idle.contract import WORKER_LABEL
+
+
+def parse_exposition(text: str, selectors: Sequence[Selector] = ()) -> list[Reading]:
+    """Readings from an exporter's exposition text; ``SourceError`` if unparsable.
+
+    The exporter renders each sample when scraped, so every age is 0.
+    """
+    samples = SamplesByWorker()
+    try:
+        for family in text_string_to_metric_families(text):
+            values = samples.by_series.get(family.name)
+            if values is None:
+                continue
+            for sample in family.samples:
+                labels = sample.labels
+                worker = labels.get(WORKER_LABEL)
+                if worker is not None and all(s.matches(labels) for s in selectors):
+                    samples.add(values, worker, sample.value)
+    except Exception as error:  # the parser raises several types on bad input
+        raise SourceError(f"malformed exposition text: {error}") from None
+    return samples.readings(default_age=0.0)
+
+
+class ExporterSource:
+    """Reads an exporter's ``/metrics``."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        selectors: Sequence[Selector],
+        timeout: float,
+    ) -> None:
+        self.session, self.url, self.selectors, self.timeout = session, url, selectors, timeout
+        self.description = f"exporter {url}"
+
+    async def read(self) -> list[Reading]:
+        text = await fetch(self.session, self.url, {}, self.timeout, json_body=False)
+        return parse_exposition(text, self.selectors)

@@ -1,0 +1,151 @@
+"""Reading a Prometheus server's HTTP API, every query at one pinned time.
+
+Up to three instant queries, all evaluated at the same ``time``: the policy's
+series; the age of each idle sample (evaluation time minus sample time); and,
+when an alert gates retirement, that alert's ``ALERTS`` series in state
+firing. ``/api/v1/alerts`` is not used: it has no time parameter, so it could
+describe another instant than the values. A worker missing from the age
+result has an unknown age, which is stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+
+from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.sources.samples import SamplesByWorker
+from wool_idle.autoscaler.sources.selector import Selector, promql_string
+from wool_idle.autoscaler.sources.source import SourceError, fetch
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
+
+
+def series_query(selectors: Sequence[Selector]) -> str:
+    """PromQL for every series the policy needs."""
+    matchers = [
+        f'__name__=~"{IDLE_SECONDS}|{UP}|{IDLE_SUPPORTED}"',
+        *(s.promql() for s in selectors),
+    ]
+    return "{" + ",".join(matchers) + "}"
+
+
+def age_query(selectors: Sequence[Selector]) -> str:
+    """PromQL for the age of each idle sample (evaluation time minus sample time)."""
+    matchers = ",".join(s.promql() for s in selectors)
+    return f"time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
+
+
+def alert_query(alert: str) -> str:
+    """PromQL for the series of ``alert`` while it fires."""
+    return f'ALERTS{{alertname={promql_string(alert)},alertstate="firing"}}'
+
+
+def parse_query_responses(values: Any, ages: Any) -> list[Reading]:
+    """Readings from the bodies of ``series_query`` and ``age_query``.
+
+    ``SourceError`` if either is not an instant vector whose samples carry a
+    string ``__name__`` (values) and a string ``worker`` label.
+    """
+    samples = SamplesByWorker()
+    series_of, add = samples.by_series.get, samples.add  # bound once: a loop per sample
+    for labels, value in _samples(values):
+        name = labels.get("__name__")
+        if type(name) is not str:
+            raise SourceError("a sample without a string __name__")
+        series = series_of(name)
+        if series is not None:
+            add(series, _worker(labels), _number(value))
+    for labels, value in _samples(ages):
+        add(samples.ages, _worker(labels), _number(value))
+    return samples.readings(default_age=math.inf)
+
+
+def parse_alert_response(body: Any) -> set[str]:
+    """Workers whose ``alert_query`` series is present, from its body."""
+    return {_worker(labels) for labels, _ in _samples(body) if WORKER_LABEL in labels}
+
+
+def _samples(body: Any) -> Iterator[tuple[dict[str, Any], Any]]:
+    """The (labels, value) pairs of an instant-vector API response, strictly checked.
+
+    Bodies come from ``json.loads``, so objects are exactly ``dict`` and arrays
+    exactly ``list``; exact type checks keep this loop close to the parse floor.
+    """
+    if type(body) is not dict or body.get("status") != "success":
+        raise SourceError(f"query failed: {_error_text(body)}")
+    data = body.get("data")
+    if type(data) is not dict or data.get("resultType") != "vector":
+        raise SourceError("query did not return an instant vector")
+    result = data.get("result")
+    if type(result) is not list:
+        raise SourceError("query result is not a list")
+    for item in result:
+        labels = item.get("metric") if type(item) is dict else None
+        value = item.get("value") if type(item) is dict else None
+        if type(labels) is not dict or type(value) is not list or len(value) != 2:
+            raise SourceError("query result item has malformed labels or value")
+        yield labels, value[1]
+
+
+def _worker(labels: dict[str, Any]) -> str:
+    worker = labels.get(WORKER_LABEL)
+    if type(worker) is not str:
+        raise SourceError(f"a sample without a string {WORKER_LABEL!r} label")
+    return worker
+
+
+def _number(value: Any) -> float | None:
+    """A sample value (the API sends numbers as strings) as a float, else None."""
+    if type(value) is not str:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _error_text(body: Any) -> str:
+    """What a failed response says about itself, briefly."""
+    if type(body) is not dict:
+        return "response is not a JSON object"
+    for key in ("error", "status"):
+        if type(text := body.get(key)) is str and text:
+            return text[:200]
+    return "no status"
+
+
+class PrometheusSource:
+    """Reads a Prometheus server's HTTP API; with ``alert``, only workers whose
+    alert fires are retirement candidates."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        selectors: Sequence[Selector],
+        alert: str | None,
+        timeout: float,
+    ) -> None:
+        self.session, self.base = session, base_url.rstrip("/")
+        self.selectors, self.alert, self.timeout = selectors, alert, timeout
+        self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
+
+    async def read(self) -> list[Reading]:
+        queries = [series_query(self.selectors), age_query(self.selectors)]
+        if self.alert is not None:
+            queries.append(alert_query(self.alert))
+        url, at = f"{self.base}/api/v1/query", f"{time.time():.3f}"
+        bodies = await asyncio.gather(
+            *(fetch(self.session, url, {"query": q, "time": at}, self.timeout) for q in queries)
+        )
+        readings = parse_query_responses(bodies[0], bodies[1])
+        if self.alert is None:
+            return readings
+        firing = parse_alert_response(bodies[2])
+        return [replace(r, alerting=r.worker in firing) for r in readings]

@@ -1,0 +1,82 @@
+"""The autoscaler's two outcome enums, each value documented once.
+
+``Verdict``: what the policy decided about one worker on one cycle (the
+``verdict`` of the decision log; the blocking ones are also the ``reason`` of
+``wool_autoscaler_blocked_total``). ``StopResult``: what came of a stop the
+policy asked for (the ``result`` of the decision log and of
+``wool_autoscaler_stops_total``). A refusal at the last moment is a result,
+never also a verdict, so every event is counted once.
+
+Imports nothing but the standard library: the pure policy uses both.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Self
+
+
+def _blocking(value: str) -> tuple[str, bool]:
+    """A verdict counted in ``wool_autoscaler_blocked_total{reason=value}``."""
+    return value, True
+
+
+class Verdict(StrEnum):
+    """What the policy decided about one worker on one cycle.
+
+    ``blocks`` is True for the verdicts counted as blocked: a retirement that a
+    rule held back, or that a reading the autoscaler cannot trust prevented.
+    """
+
+    blocks: bool
+
+    def __new__(cls, value: str, blocks: bool = False) -> Self:
+        verdict = str.__new__(cls, value)
+        verdict._value_ = value
+        verdict.blocks = blocks
+        return verdict
+
+    STOP = "stop"
+    """Idle past the rule on every count: confirm with the worker, then stop it."""
+    BUSY = "busy"
+    """Idle less than ``max_idle``."""
+    DOWN = "down"
+    """The source says the worker does not answer."""
+    UNSUPPORTED = "unsupported"
+    """The worker predates the idle RPC."""
+    NOT_ALERTING = "not_alerting"
+    """Gated on an alert that does not fire for this worker."""
+    WAITING = "waiting"
+    """Idle past the rule on fewer than ``wait_count`` cycles in a row."""
+    RETIRING = "retiring"
+    """A stop was sent and the source still reports the worker up."""
+    COOLDOWN = _blocking("cooldown")
+    """A stop of this worker was refused or failed less than ``cooldown`` ago."""
+    MIN_WORKERS = _blocking("min_workers")
+    """Stopping it would leave fewer than ``min_workers`` up workers."""
+    RATE_LIMIT = _blocking("rate_limit")
+    """More workers are due than ``max_stops_per_cycle``; longer idle ones go first."""
+    INVALID_VALUE = _blocking("invalid_value")
+    """No idle value, or one that is not a finite number >= 0."""
+    STALE = _blocking("stale")
+    """The idle sample's age is unknown, negative or over ``max_age``."""
+    CONFLICTING = _blocking("conflicting")
+    """Two series or readings of this worker disagree."""
+    INVALID_ADDRESS = _blocking("invalid_address")
+    """The ``worker`` label is not a worker address (``host:port`` or ``unix:/path``)."""
+
+
+class StopResult(StrEnum):
+    """What came of a stop the policy asked for."""
+
+    STOPPED = "stopped"
+    """The worker confirmed its idle time and accepted the stop."""
+    DRY_RUN = "dry_run"
+    """The worker confirmed its idle time; a dry run sent no stop."""
+    REFUSED_BUSY = "refused_busy"
+    """The worker's own idle time was under ``max_idle`` (or not a valid value), or it
+    refused the conditional stop: work arrived. It cools down."""
+    UNREACHABLE = "unreachable"
+    """The worker did not answer (a transient gRPC status). It cools down."""
+    FAILED = "failed"
+    """Any other error, including a reply that does not decode. It cools down."""
