@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.prometheus import PrometheusServer
 
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
 from wool_idle.exporter.targets import TargetsFileError, parse_targets_document
@@ -207,9 +210,9 @@ class TestParseGroups:
         }
 
     def test_parse_json_fields_as_go_decodes_them(self) -> None:
-        """Given JSON with capitalised field names, labels given twice and a lone
-        surrogate, when parsed, then fields match case-insensitively, the labels merge
-        and the surrogate is U+FFFD, as Go's decoder has them."""
+        """Given JSON with capitalised field names, fields given twice and a lone
+        surrogate, when parsed, then fields match case-insensitively, the last one
+        given counts and the surrogate is U+FFFD, as Go's decoder has them."""
         # Arrange
         data = (
             b'[{"Targets": ["a:1"], "labels": {"p": "x"}, "LABELS": {"q": "\\ud800"}},'
@@ -218,7 +221,7 @@ class TestParseGroups:
         # Act
         groups = parse_groups(data, syntax="json")
         # Assert
-        assert groups == [(["a:1"], {"p": "x", "q": "\ufffd"}), (["c:3"], {})]
+        assert groups == [(["a:1"], {"q": "\ufffd"}), (["c:3"], {})]
 
     def test_parse_error_names_the_group(self) -> None:
         """Given a document whose second group is bad, when parsed, then the error
@@ -242,3 +245,68 @@ class TestSyntaxOf:
     def test_syntax_of_extension(self, path: str, syntax: Syntax) -> None:
         """Given a file name, then .json is read as JSON and anything else as YAML."""
         assert syntax_of(path) == syntax
+
+
+class TestParseGroupsAgainstPrometheus:
+    @pytest.mark.e2e
+    def test_labels_match_a_running_prometheus(self, tmp_path: Path) -> None:
+        """Given a YAML and a JSON file_sd file with labels written as numbers, dates,
+        binary, null, merged, capitalised and escaped, when a real Prometheus server
+        discovers them, then every target has exactly the series labels our loader
+        gives it (Prometheus's own, minus job and instance)."""
+        # Arrange
+        yaml_file, json_file = tmp_path / "workers.yml", tmp_path / "workers.json"
+        yaml_file.write_text(
+            "- targets: ['a:1', 'b:2']\n"
+            "  labels: {a: 3.0, b: 0x1F, c: yes, d: ~, e: 1e3, f: 010, g: !!int 3,"
+            " h: 1_000, i: .inf, j: true, k: 2001-12-14, l: '', m: !!binary aGVsbG8=,"
+            " n: !custom x, __meta_x: y}\n"
+            "- targets: ['c:3']\n"
+            "  <<: {labels: {merged: 'yes'}}\n"
+        )
+        json_file.write_text(
+            '[{"Targets": ["d:4"], "labels": {"p": "x"},'
+            ' "LABELS": {"q": "\\u00e9\\ud800", "r": null}}, {"targets": ["e:5"]},'
+            ' {"targets": ["f:6"], "labels": {"p": "x"}, "labels": null}]'
+        )
+        config = {
+            "global": {"scrape_interval": "1h"},
+            "scrape_configs": [
+                {
+                    "job_name": "wool-idle-probe",
+                    "metrics_path": "/probe",
+                    "file_sd_configs": [
+                        {"files": [str(yaml_file), str(json_file)], "refresh_interval": "1s"}
+                    ],
+                    "relabel_configs": [
+                        {"source_labels": ["__address__"], "target_label": "__param_target"},
+                        {"target_label": "__address__", "replacement": "127.0.0.1:9"},
+                    ],
+                }
+            ],
+        }
+        ours = {
+            target.address: dict(target.labels)
+            for path, syntax in ((yaml_file, "yaml"), (json_file, "json"))
+            for target in parse_targets_document(path.read_bytes(), syntax=syntax)
+        }
+        server = PrometheusServer(tmp_path, config, {})
+        server.start()
+        # Act
+        try:
+            discovered: dict[str, dict[str, str]] = {}
+            deadline = time.monotonic() + 60  # a hang detector, not a timing assertion
+            while set(discovered) != set(ours) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                active = server.api("targets", state="active")["data"]["activeTargets"]
+                discovered = {
+                    parse_qs(urlsplit(t["scrapeUrl"]).query)["target"][0]: {
+                        k: v for k, v in t["labels"].items() if k not in ("job", "instance")
+                    }
+                    for t in active
+                }
+        finally:
+            server.stop()
+        # Assert
+        assert discovered == ours
+        assert ours["a:1"]["a"] == "3.0" and ours["d:4"] == {"q": "\u00e9\ufffd"}

@@ -8,9 +8,8 @@ A ``.json`` file is JSON, anything else YAML (Prometheus takes ``.yml`` and
   A null group is an error.
 - A group has only ``targets`` (a list of strings) and ``labels`` (a mapping
   of label name to value); either may be missing or null. In YAML a key given
-  twice is an error; in JSON keys match case-insensitively, a later
-  ``targets`` replaces an earlier one and a later ``labels`` adds to it (Go's
-  decoder).
+  twice is an error; in JSON keys match case-insensitively and a field given
+  twice takes its last value (Go's decoder).
 - Label names match ``[a-zA-Z_][a-zA-Z0-9_]*`` (``__``-prefixed ones too).
   A YAML value is taken as written (``3.0`` is "3.0", ``yes`` is "yes",
   ``!!binary`` is decoded), null is empty; a JSON value must be a string or
@@ -97,7 +96,7 @@ def _json_fields(group: Any) -> Group:
         elif name == "labels" and value is None:
             labels = {}
         elif name == "labels" and isinstance(value, _Object):
-            labels.update(_labels(value, text=_go_text))
+            labels = _labels(value, text=_go_text)
         elif name == "labels":
             raise FileSdError("'labels' must be a mapping of label name to string")
         else:
