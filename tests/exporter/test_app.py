@@ -8,7 +8,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -19,28 +19,16 @@ from support import tasks
 from support.closing import ClosingServer
 from support.hung import HungServer
 from support.metrics import by_worker, samples
+from support.pooled import settled, users
 
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import LocalWorker, WorkerConnection
-from wool_idle.worker.channels import ChannelKey, pool
 
 UNDECODABLE = b"\x09\x00"
 """Bytes that do not decode as an IdleTime (a double field cut short)."""
-
-
-def users(address: str) -> int:
-    """How many connections hold the pooled channel to ``address`` (0: closed)."""
-    return pool().users(ChannelKey(address, None, CHANNEL_OPTIONS))
-
-
-async def settled(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Wait until ``condition()`` holds; the bound only detects a hang."""
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
 
 
 def write_targets(path: Path, addresses: list[str]) -> None:

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
-from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
-from wool_idle.worker.channels import ChannelKey, pool
+from support.pooled import settled, users
 
-
-def users(address: str) -> int:
-    """How many connections hold the pooled channel to ``address`` (0: closed)."""
-    return pool().users(ChannelKey(address, None, CHANNEL_OPTIONS))
+from wool_idle.exporter.connections import ConnectionCache
 
 
 async def call(cache: ConnectionCache, address: str, *, adhoc: bool, healthy: bool = True) -> None:
@@ -21,13 +16,6 @@ async def call(cache: ConnectionCache, address: str, *, adhoc: bool, healthy: bo
         await lease.connection.idle_time(timeout=5.0)
     finally:
         cache.release(lease, healthy=healthy)
-
-
-async def settled(condition: object, seconds: float = 10.0) -> None:
-    """Wait until ``condition()`` holds; the bound only detects a hang."""
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
-        await asyncio.sleep(0.01)
 
 
 class TestConnectionCache:

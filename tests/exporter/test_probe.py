@@ -5,21 +5,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable
 
 from support.closing import ClosingServer
+from support.pooled import settled, users
 
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.outcome import ErrorReason
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target
 from wool_idle.worker import WorkerConnection
-from wool_idle.worker.channels import ChannelKey, pool
-
-
-def users(address: str) -> int:
-    """How many connections hold the pooled channel to ``address`` (0: closed)."""
-    return pool().users(ChannelKey(address, None, CHANNEL_OPTIONS))
 
 
 def closed_ports(count: int) -> list[str]:
@@ -31,13 +25,6 @@ def closed_ports(count: int) -> list[str]:
     for sock in sockets:
         sock.close()
     return addresses
-
-
-async def settled(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Wait until ``condition()`` holds; the bound only detects a hang."""
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
 
 
 class CutOffConnection(WorkerConnection):
