@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wool_idle.exporter import targets as targets_module
 from wool_idle.exporter.file_sd import Syntax
 from wool_idle.exporter.targets import (
     Target,
@@ -290,3 +291,37 @@ class TestTargetSetOffTheLoop:
         watching.cancel()
         # Assert
         assert [t.address for t in targets.all()] == ["b:2"]
+
+    async def test_watch_survives_a_parser_fault(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a watched file, when the parser fails in an unforeseen way on one
+        content, then that is a failed reload (last good targets kept, success 0) and
+        the watch goes on to load the next content."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['a:1']\n")
+        targets = TargetSet(path=str(path))
+        targets.reload()
+        real = targets_module.parse_targets_document
+
+        def faulty(data: bytes, *, syntax: Syntax) -> list[Target]:
+            if b"b:2" in data:
+                raise TypeError("a parser bug")
+            return real(data, syntax=syntax)
+
+        monkeypatch.setattr(targets_module, "parse_targets_document", faulty)
+        watching = asyncio.ensure_future(targets.watch(0.02))
+        # Act
+        path.write_text("- targets: ['b:2']\n")
+        deadline = time.monotonic() + 10  # a hang detector, not a timing assertion
+        while targets.reload_success and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        kept = [t.address for t in targets.all()]
+        path.write_text("- targets: ['c:3']\n")
+        while targets.get("c:3") is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        watching.cancel()
+        # Assert
+        assert kept == ["a:1"]
+        assert [t.address for t in targets.all()] == ["c:3"] and targets.reload_success

@@ -161,6 +161,8 @@ class TargetSet:
             targets = parse_targets_document(data, syntax=syntax_of(self.path))
         except TargetsFileError as error:
             return _Read(digest, error=str(error))
+        except Exception as error:  # a parser fault on odd input: the file's failure
+            return _Read(digest, error=f"parser failed: {error!r}")
         return _Read(digest, targets=tuple(targets))
 
     def _apply(self, found: _Read | None, *, force: bool) -> bool:
