@@ -92,7 +92,7 @@ class TargetSet:
     keeps the previous file targets and is logged once per distinct failure.
     """
 
-    def __init__(self, static: Sequence[Target] = (), path: str | None = None) -> None:
+    def __init__(self, *, static: Sequence[Target] = (), path: str | None = None) -> None:
         self._static = tuple(static)
         self.path = path
         self.reload_success = True
