@@ -4,16 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import math
 import time
+from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import tasks
+from support.closing import ClosingServer
 from support.hung import HungServer
 from support.metrics import by_worker, samples
+from support.pooled import settled, users
 
+from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
+from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import LocalWorker, WorkerConnection
+
+UNDECODABLE = b"\x09\x00"
+"""Bytes that do not decode as an IdleTime (a double field cut short)."""
+
+
+def write_targets(path: Path, addresses: list[str]) -> None:
+    path.write_text(json.dumps([{"targets": addresses}]))
 
 
 @pytest.fixture
@@ -107,6 +126,7 @@ class TestMetricsEndpoint:
             "deadline": 2,
             "unimplemented": 1,
             "invalid_value": 3,
+            "invalid_reply": 0,
             "other": 0,
         }
         assert samples(text)[("wool_exporter_targets", frozenset())] == 9
@@ -217,6 +237,56 @@ class TestMetricsEndpoint:
         assert before == {address: 1}
         assert up == {address: 1}
 
+    async def test_metrics_undecodable_reply_is_that_workers_failure(
+        self, exporter, scripted
+    ) -> None:
+        """Given a worker answering bytes that are not an IdleTime and a healthy one,
+        when /metrics is scraped, then 200 with the healthy worker's value, and the
+        other shows down with no idle series and reason invalid_reply."""
+        # Arrange
+        garbled = await scripted(reply=UNDECODABLE)
+        healthy = await scripted(seconds=8.0)
+        client = await exporter([garbled.address, healthy.address])
+        # Act
+        response = await client.get("/metrics")
+        text = await response.text()
+        # Assert
+        assert response.status == 200
+        assert by_worker(text, "wool_worker_idle_seconds") == {healthy.address: 8.0}
+        assert by_worker(text, "wool_worker_up") == {garbled.address: 0, healthy.address: 1}
+        reason = frozenset({("reason", "invalid_reply")})
+        assert samples(text)[("wool_exporter_probe_errors_total", reason)] == 1
+
+    async def test_metrics_in_flight_survives_removal_and_probe(
+        self, exporter, scripted, tmp_path: Path
+    ) -> None:
+        """Given a scrape waiting on a slow worker, when that worker leaves the targets
+        file and a /probe arrives meanwhile, then the scrape still answers 200 with
+        both workers' values, and the removed worker's channel closes after it."""
+        # Arrange
+        slow, other = await scripted(seconds=6.0, delay=0.5), await scripted(seconds=2.0)
+        path = tmp_path / "targets.json"
+        write_targets(path, [slow.address, other.address])
+        client = await exporter(path=str(path))
+        scraping = asyncio.ensure_future(client.get("/metrics"))
+        await settled(lambda: slow.idle_calls == 1)
+        # Act
+        write_targets(path, [other.address])
+        await client.targets.refresh()
+        probe = await client.get("/probe", params={"target": other.address})
+        response = await scraping
+        text = await response.text()
+        after = await (await client.get("/metrics")).text()
+        await settled(lambda: users(slow.address) == 0)
+        # Assert
+        assert (probe.status, response.status) == (200, 200)
+        assert by_worker(text, "wool_worker_idle_seconds") == {
+            slow.address: 6.0,
+            other.address: 2.0,
+        }
+        assert by_worker(after, "wool_worker_idle_seconds") == {other.address: 2.0}
+        assert users(slow.address) == 0
+
     async def test_metrics_openmetrics_and_gzip(self, exporter, scripted) -> None:
         """Given a worker, when scraped asking for OpenMetrics and gzip, then the body
         is gzip-compressed OpenMetrics text ending in # EOF."""
@@ -267,6 +337,47 @@ class TestProbeEndpoint:
         # Assert
         assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 3.0}
 
+    async def test_probe_undecodable_reply_answers_200(self, exporter, scripted) -> None:
+        """Given a worker answering bytes that are not an IdleTime, when /probe asks
+        for it, then 200 with the worker down and no idle series."""
+        # Arrange
+        garbled = await scripted(reply=UNDECODABLE)
+        client = await exporter([])
+        # Act
+        response = await client.get("/probe", params={"target": garbled.address})
+        text = await response.text()
+        # Assert
+        assert response.status == 200
+        assert by_worker(text, "wool_worker_idle_seconds") == {}
+        assert by_worker(text, "wool_worker_up") == {garbled.address: 0}
+
+    async def test_probe_in_flight_survives_target_removal(
+        self, exporter, scripted, tmp_path: Path
+    ) -> None:
+        """Given a /probe waiting on a slow configured worker, when the worker leaves
+        the targets file and a /metrics fan-out drops its connection, then the probe
+        still answers 200 with the worker's value, the scrape answers too, and the
+        channel closes once the probe is done."""
+        # Arrange
+        slow, other = await scripted(seconds=6.0, delay=0.5), await scripted(seconds=2.0)
+        path = tmp_path / "targets.json"
+        write_targets(path, [slow.address, other.address])
+        client = await exporter(path=str(path))
+        await client.get("/metrics")
+        probing = asyncio.ensure_future(client.get("/probe", params={"target": slow.address}))
+        await settled(lambda: slow.idle_calls == 2)
+        # Act
+        write_targets(path, [other.address])
+        await client.targets.refresh()
+        metrics = await client.get("/metrics")
+        probe = await probing
+        text = await probe.text()
+        await settled(lambda: users(slow.address) == 0)
+        # Assert
+        assert (metrics.status, probe.status) == (200, 200)
+        assert by_worker(text, "wool_worker_idle_seconds") == {slow.address: 6.0}
+        assert users(slow.address) == 0
+
     @pytest.mark.parametrize(
         "query",
         ["", "?target=", "?target=nohost", "?target=h:0", "?target=h:99999", "?target=unix:"],
@@ -312,3 +423,150 @@ class TestOtherEndpoints:
         after = (await client.get("/-/ready")).status
         # Assert
         assert (before, after) == (503, 200)
+
+
+BUDGET = 0.6
+"""Seconds each scrape of the property test may spend (the exporter's --timeout)."""
+LIMIT = 4 * 1024 * 1024
+"""gRPC's default limit on a received message."""
+FAULTS = ["undecodable", "huge", "slow", "closing", "unimplemented", "internal", "raising"]
+
+
+def length_delimited(field: int, payload: bytes) -> bytes:
+    """A protobuf field of wire type 2 (bytes): tag, varint length, payload."""
+    header, size = bytes([field << 3 | 2]), len(payload)
+    length = bytearray()
+    while True:
+        length.append(size & 0x7F | (0x80 if size > 0x7F else 0))
+        size >>= 7
+        if not size:
+            return header + bytes(length) + payload
+
+
+class RaisingConnection(WorkerConnection):
+    """A client that fails in itself, as a bug in it would."""
+
+    async def idle_time(self, timeout: float | None = None) -> float:
+        raise RuntimeError("a fault in the client")
+
+
+class Fleet:
+    """Servers of every behaviour, started on first need and reused across examples,
+    behind one exporter whose targets file each example rewrites."""
+
+    def __init__(self, scripted, tmp_path: Path) -> None:
+        self.scripted = scripted
+        self.path = tmp_path / "targets.json"
+        self.servers: dict[tuple[str, int], object] = {}
+        self.raising: set[str] = set()
+        self.closing: list[ClosingServer] = []
+
+    async def start(self, aiohttp_client) -> None:
+        self.targets = TargetSet(path=str(self.path))
+        cache = ConnectionCache(connect=self.connect)
+        self.prober = Prober(tls=None, timeout=BUDGET, concurrency=16, connections=cache)
+        app = create_app(
+            self.targets, self.prober, process_registry(), ExporterSettings(timeout=BUDGET)
+        )
+        self.client = await aiohttp_client(app)
+
+    def connect(self, address: str) -> WorkerConnection:
+        kind = RaisingConnection if address in self.raising else WorkerConnection
+        return kind(address, options=CHANNEL_OPTIONS)
+
+    async def address(self, behaviour: str, index: int, value: float) -> str:
+        """The address of the ``index``-th server behaving as ``behaviour``."""
+        server = self.servers.get((behaviour, index))
+        if server is None:
+            server = self.servers[(behaviour, index)] = await self._start(behaviour)
+        if behaviour in ("good", "invalid_value"):
+            server.seconds = value
+        return server.address
+
+    async def _start(self, behaviour: str) -> object:
+        if behaviour == "closing":
+            server = ClosingServer()
+            await server.start()
+            self.closing.append(server)
+            return server
+        if behaviour == "raising":
+            server = await self.scripted(seconds=1.0)
+            self.raising.add(server.address)
+            return server
+        fields = {
+            "good": {},
+            "invalid_value": {},
+            "undecodable": {"reply": UNDECODABLE},
+            "huge": {"reply": length_delimited(15, bytes(LIMIT + 1024))},
+            "slow": {"hang": True},
+            "unimplemented": {"with_idle": False},
+            "internal": {"code": grpc.StatusCode.INTERNAL},
+        }[behaviour]
+        return await self.scripted(**fields)
+
+    async def close(self) -> None:
+        await self.prober.close()
+        for server in self.closing:
+            await server.close()
+
+
+@pytest.fixture
+async def fleet(aiohttp_client, scripted, tmp_path: Path) -> AsyncIterator[Fleet]:
+    started = Fleet(scripted, tmp_path)
+    await started.start(aiohttp_client)
+    yield started
+    await started.close()
+
+
+BEHAVIOUR = st.one_of(
+    st.tuples(st.just("good"), st.floats(min_value=0.0, max_value=1e12)),
+    st.tuples(
+        st.just("invalid_value"),
+        st.sampled_from([math.nan, math.inf, -math.inf, -1.0, -5e-324]),
+    ),
+    st.tuples(st.sampled_from(FAULTS), st.just(0.0)),
+)
+
+
+class TestMetricsFanOutProperty:
+    @given(drawn=st.lists(BEHAVIOUR, max_size=8))
+    @settings(
+        max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    async def test_metrics_any_mix_of_faults_gives_the_good_values(
+        self, fleet: Fleet, drawn: list[tuple[str, float]]
+    ) -> None:
+        """Given targets each good, answering an invalid value, undecodable bytes, a
+        reply over the message limit, nothing (slow past the budget), a dropped
+        connection, UNIMPLEMENTED or INTERNAL, or failing in the client, when /metrics
+        and /probe are scraped, then every answer is 200 and arrives (bounded only to
+        detect a hang), with exactly the good targets' values as idle series and every
+        target's up series."""
+        # Arrange
+        seen: Counter[str] = Counter()
+        addresses, good = [], {}
+        for behaviour, value in drawn:
+            address = await fleet.address(behaviour, seen[behaviour], value)
+            seen[behaviour] += 1
+            addresses.append(address)
+            if behaviour == "good":
+                good[address] = value
+        write_targets(fleet.path, addresses)
+        await fleet.targets.refresh()
+        quick = [a for (b, _), a in zip(drawn, addresses, strict=True) if b != "slow"]
+        # Act
+        response = await asyncio.wait_for(fleet.client.get("/metrics"), BUDGET + 5)
+        text = await response.text()
+        probes = await asyncio.wait_for(
+            asyncio.gather(*(fleet.client.get("/probe", params={"target": a}) for a in quick)),
+            BUDGET + 5,
+        )
+        probed = [await p.text() for p in probes]
+        # Assert
+        assert response.status == 200
+        assert by_worker(text, "wool_worker_idle_seconds") == good
+        assert set(by_worker(text, "wool_worker_up")) == set(addresses)
+        assert [p.status for p in probes] == [200] * len(quick)
+        for address, body in zip(quick, probed, strict=True):
+            expected = {address: good[address]} if address in good else {}
+            assert by_worker(body, "wool_worker_idle_seconds") == expected

@@ -1,23 +1,44 @@
-"""The prober's persistent connections over real gRPC servers."""
+"""The prober over real gRPC servers: persistent connections, faults per target."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import time
 
-from wool_idle.exporter.probe import CHANNEL_OPTIONS, Prober
+from support.closing import ClosingServer
+from support.pooled import settled, users
+
+from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
+from wool_idle.exporter.outcome import ErrorReason
+from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target
-from wool_idle.worker.channels import ChannelKey, pool
+from wool_idle.worker import WorkerConnection
 
 
-def users(address: str) -> int:
-    return pool().users(ChannelKey(address, None, CHANNEL_OPTIONS))
+def closed_ports(count: int) -> list[str]:
+    """Loopback addresses nothing listens on (ports bound, then released)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    addresses = [f"127.0.0.1:{sock.getsockname()[1]}" for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return addresses
+
+
+class CutOffConnection(WorkerConnection):
+    """A connection whose call is cancelled under it, as when its channel closes."""
+
+    async def idle_time(self, timeout: float | None = None) -> float:
+        raise asyncio.CancelledError
 
 
 class TestProber:
-    async def test_sync_closes_removed_targets_keeps_recent_adhoc(self, scripted) -> None:
+    async def test_fan_out_closes_removed_targets_keeps_recent_adhoc(self, scripted) -> None:
         """Given connections to two configured workers and one probed ad hoc, when the
-        set shrinks to one, then the removed worker's channel closes at once and the
-        ad-hoc one stays open; closing the prober closes everything."""
+        set shrinks to one, then the removed worker's channel closes and the ad-hoc
+        one stays open; closing the prober closes everything."""
         # Arrange
         a, b, c = [await scripted(seconds=1.0) for _ in range(3)]
         prober = Prober(tls=None, timeout=5.0, concurrency=4)
@@ -26,6 +47,7 @@ class TestProber:
         opened = [users(w.address) for w in (a, b, c)]
         # Act
         await prober.fan_out([Target(a.address)], 5.0)
+        await settled(lambda: users(b.address) == 0)
         after_shrink = [users(w.address) for w in (a, b, c)]
         await prober.close()
         # Assert
@@ -46,3 +68,80 @@ class TestProber:
         assert users(worker.address) == 1
         assert len(set(worker.peers)) == 1
         await prober.close()
+
+    async def test_fan_out_call_cut_off_is_that_targets_failure(self, scripted) -> None:
+        """Given a target whose call is cancelled under the probe (its channel closed)
+        and a healthy one, when fanned out, then the round completes: the first is
+        unavailable, the second has its value."""
+        # Arrange
+        healthy = await scripted(seconds=4.0)
+        cut_off = "127.0.0.1:1"
+
+        def connect(address: str) -> WorkerConnection:
+            kind = CutOffConnection if address == cut_off else WorkerConnection
+            return kind(address, options=CHANNEL_OPTIONS)
+
+        prober = Prober(
+            tls=None, timeout=5.0, concurrency=4, connections=ConnectionCache(connect=connect)
+        )
+        # Act
+        results = await prober.fan_out([Target(cut_off), Target(healthy.address)], 5.0)
+        # Assert
+        assert [(r.idle, r.error) for r in results] == [
+            (None, ErrorReason.UNAVAILABLE),
+            (4.0, None),
+        ]
+        await prober.close()
+
+    async def test_probe_adhoc_burst_to_closed_ports_leaves_nothing_open(self) -> None:
+        """Given an ad-hoc limit of 4, when /probe asks about 12 closed ports and a
+        port that accepts then drops every connection, then no channel stays open
+        and nothing reconnects in the background afterwards (the drop-port sees no
+        new connection over the next 1.5 s, twice the longest reconnect backoff)."""
+        # Arrange
+        dropping = ClosingServer()
+        await dropping.start()
+        addresses = [*closed_ports(12), dropping.address]
+        prober = Prober(
+            tls=None,
+            timeout=2.0,
+            concurrency=16,
+            connections=ConnectionCache(adhoc_limit=4, adhoc_ttl=300.0),
+        )
+        # Act
+        results = await asyncio.gather(
+            *(prober.probe_adhoc(Target(a), time.monotonic() + 2.0) for a in addresses)
+        )
+        await settled(lambda: all(users(a) == 0 for a in addresses))
+        attempts = dropping.connections
+        await asyncio.sleep(1.5)
+        # Assert
+        assert {r.error for r in results} == {ErrorReason.UNAVAILABLE}
+        assert prober.connections.open() == set()
+        assert [users(a) for a in addresses] == [0] * len(addresses)
+        assert attempts >= 1
+        assert dropping.connections == attempts
+        await dropping.close()
+
+    async def test_probe_adhoc_healthy_burst_capped_then_expires(self, scripted) -> None:
+        """Given an ad-hoc limit of 4 and a lifetime of 0.3 s, when /probe asks six
+        healthy unconfigured workers in turn, then only the last four stay open, and
+        none once the lifetime has passed."""
+        # Arrange
+        workers = [await scripted(seconds=float(i)) for i in range(6)]
+        prober = Prober(
+            tls=None,
+            timeout=5.0,
+            concurrency=4,
+            connections=ConnectionCache(adhoc_limit=4, adhoc_ttl=0.3),
+        )
+        # Act
+        for worker in workers:
+            await prober.probe_adhoc(Target(worker.address), time.monotonic() + 5.0)
+        await settled(lambda: sum(users(w.address) for w in workers) <= 4)
+        capped = [users(w.address) for w in workers]
+        await settled(lambda: all(users(w.address) == 0 for w in workers))
+        # Assert
+        assert capped == [0, 0, 1, 1, 1, 1]
+        assert prober.connections.open() == set()
+        assert [users(w.address) for w in workers] == [0] * 6

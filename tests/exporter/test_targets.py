@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wool_idle.exporter import targets as targets_module
+from wool_idle.exporter.file_sd import Syntax
 from wool_idle.exporter.targets import (
     Target,
     TargetSet,
@@ -29,7 +34,7 @@ class TestParseTargetsDocument:
         ]
         as_yaml = "- targets: [a:1, b:2]\n  labels: {pool: gpu}\n- targets: ['unix:/run/w.sock']\n"
         # Act
-        from_json = parse_targets_document(json.dumps(groups))
+        from_json = parse_targets_document(json.dumps(groups), syntax="json")
         from_yaml = parse_targets_document(as_yaml)
         # Assert
         expected = [
@@ -39,19 +44,44 @@ class TestParseTargetsDocument:
         ]
         assert from_json == from_yaml == expected
 
+    def test_parse_series_labels_drop_what_prometheus_drops(self) -> None:
+        """Given labels Prometheus accepts but drops after relabelling (``__``-prefixed),
+        empty and null values, a ``worker`` label and a number, when parsed, then the
+        target keeps only the others (the number as written), and ``worker`` stays the
+        address."""
+        # Arrange
+        text = (
+            "- targets: ['a:1']\n"
+            "  labels: {__meta_x: y, __metrics_path__: /m, worker: w, e: '', n: ~, pool: 3.0}\n"
+        )
+        # Act
+        (target,) = parse_targets_document(text)
+        # Assert
+        assert target == Target("a:1", (("pool", "3.0"),))
+        assert target.label_dict() == {"worker": "a:1", "pool": "3.0"}
+
+    def test_parse_first_group_of_an_address_wins(self) -> None:
+        """Given an address in two groups, when parsed, then it is one target with the
+        first group's labels."""
+        # Act
+        targets = parse_targets_document(
+            '[{"targets": ["a:1"], "labels": {"p": "1"}}, {"targets": ["a:1", "b:2"]}]',
+            syntax="json",
+        )
+        # Assert
+        assert targets == [Target("a:1", (("p", "1"),)), Target("b:2")]
+
     @pytest.mark.parametrize(
         ("text", "message"),
         [
             ("{targets: [a:1]}", "list"),
             ("[{targets: a:1}]", "list of strings"),
-            ("[{targets: [1]}]", "list of strings"),
+            ("[{targets: [1]}]", "invalid address"),
             ("[{targets: ['nohost']}]", "invalid address"),
             ("[{targets: ['a:1'], labels: [x]}]", "mapping"),
-            ("[{targets: ['a:1'], labels: {worker: x}}]", "reserved"),
-            ("[{targets: ['a:1'], labels: {__meta: x}}]", "invalid label name"),
-            ("[{targets: ['a:1'], labels: {'bad-name': x}}]", "invalid label name"),
-            ("[{targets: ['a:1'], labels: {pool: 3}}]", "string value"),
-            ("[{targets: ['a:1'], extra: 1}]", "only"),
+            ("[{targets: ['a:1'], labels: {'bad-name': x}}]", "not a valid label name"),
+            ("[{targets: ['a:1'], labels: {pool: [3]}}]", "string value"),
+            ("[{targets: ['a:1'], extra: 1}]", "unknown field"),
             ("[1, 2", "YAML"),
         ],
     )
@@ -61,13 +91,13 @@ class TestParseTargetsDocument:
         with pytest.raises(TargetsFileError, match=message):
             parse_targets_document(text)
 
-    @given(st.text(max_size=300))
-    def test_parse_fuzz_never_crashes_otherwise(self, text: str) -> None:
-        """Given arbitrary text, when parsed, then it yields targets or raises
-        TargetsFileError, never anything else."""
+    @given(text=st.text(max_size=300), syntax=st.sampled_from(["json", "yaml"]))
+    def test_parse_fuzz_never_crashes_otherwise(self, text: str, syntax: Syntax) -> None:
+        """Given arbitrary text, when parsed as JSON or YAML, then it yields targets or
+        raises TargetsFileError, never anything else."""
         # Act
         try:
-            targets = parse_targets_document(text)
+            targets = parse_targets_document(text, syntax=syntax)
         except TargetsFileError:
             return
         # Assert
@@ -105,3 +135,193 @@ class TestTargetSet:
         ok = targets.reload(force=True)
         # Assert
         assert (ok, targets.all(), targets.loaded) == (False, [], False)
+
+    def test_reload_same_size_same_mtime_swap_is_seen(self, tmp_path: Path) -> None:
+        """Given a loaded file, when it is rewritten with other content of the same
+        size and given back its modification time (``cp -p``, ``rsync -t``, two writes
+        in one tick), then the next reload loads the new content."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['a:1']\n")
+        targets = TargetSet(path=str(path))
+        targets.reload()
+        stamp = os.stat(path).st_mtime_ns
+        # Act
+        path.write_text("- targets: ['b:2']\n")
+        os.utime(path, ns=(stamp, stamp))
+        changed = targets.reload()
+        # Assert
+        assert changed
+        assert [t.address for t in targets.all()] == ["b:2"]
+
+    def test_reload_symlink_flip_is_seen(self, tmp_path: Path) -> None:
+        """Given a file reached through a ``..data`` symlink (a Kubernetes ConfigMap
+        volume), when the symlink is flipped atomically to a directory whose file has
+        the same size and modification time, then the next reload loads it."""
+        # Arrange
+        for version, address in (("..v1", "a:1"), ("..v2", "b:2")):
+            (tmp_path / version).mkdir()
+            (tmp_path / version / "targets.yml").write_text(f"- targets: ['{address}']\n")
+            os.utime(tmp_path / version / "targets.yml", ns=(10**18, 10**18))
+        (tmp_path / "..data").symlink_to("..v1")
+        (tmp_path / "targets.yml").symlink_to("..data/targets.yml")
+        targets = TargetSet(path=str(tmp_path / "targets.yml"))
+        targets.reload()
+        before = [t.address for t in targets.all()]
+        # Act
+        (tmp_path / "..data_tmp").symlink_to("..v2")
+        os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+        changed = targets.reload()
+        # Assert
+        assert (before, changed) == (["a:1"], True)
+        assert [t.address for t in targets.all()] == ["b:2"]
+
+    def test_reload_logs_each_distinct_failure_once(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given a loaded file, when it breaks one way (checked three times), then
+        another way, then goes missing, then is fixed, then each distinct failure is
+        logged once and the recovery is logged."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['a:1']\n")
+        targets = TargetSet(path=str(path))
+        targets.reload()
+        caplog.set_level(logging.INFO, logger="wool_idle.exporter.targets")
+        caplog.clear()
+        # Act
+        path.write_text("- targets: ['a:1'\n")
+        for _ in range(3):
+            targets.reload()
+        path.write_text("- labels: {bad-name: x}\n")
+        targets.reload()
+        targets.reload()
+        path.unlink()
+        targets.reload()
+        targets.reload()
+        path.write_text("- targets: ['a:1']\n")
+        targets.reload()
+        # Assert
+        failures = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(failures) == 3
+        assert "YAML" in failures[0]
+        assert "not a valid label name" in failures[1]
+        assert "cannot read" in failures[2]
+        assert "loaded: 1 targets" in caplog.records[-1].getMessage()
+
+    def test_all_and_get_index_static_then_file(self, tmp_path: Path) -> None:
+        """Given static targets and a file sharing an address, then all() lists each
+        address once (static first, its labels kept), get() finds any of them, and
+        all() is the same list until the set changes."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        path.write_text('[{"targets": ["s:9", "f:1"], "labels": {"p": "x"}}]')
+        targets = TargetSet(static=(Target("s:9"),), path=str(path))
+        # Act
+        targets.reload()
+        first = targets.all()
+        unchanged = targets.reload(force=True)
+        # Assert
+        assert first == [Target("s:9"), Target("f:1", (("p", "x"),))]
+        assert (targets.get("f:1"), targets.get("s:9"), targets.get("x:1")) == (
+            Target("f:1", (("p", "x"),)),
+            Target("s:9"),
+            None,
+        )
+        assert unchanged and targets.all() is first
+
+
+def big_targets_file(path: Path, count: int) -> None:
+    """A YAML file_sd file of ``count`` targets, each in its own group with labels."""
+    path.write_text(
+        "".join(
+            f"- targets: ['10.{i // 65536}.{i // 256 % 256}.{i % 256}:50051']\n"
+            f"  labels: {{pool: p{i % 7}, zone: z1}}\n"
+            for i in range(count)
+        )
+    )
+
+
+class TestTargetSetOffTheLoop:
+    async def test_refresh_big_file_keeps_the_loop_responsive(self, tmp_path: Path) -> None:
+        """Given a file of 20,000 targets each in its own group, when it is refreshed
+        (two forced reads), then a heartbeat sleeping 10 ms at a time keeps ticking
+        meanwhile: at least a fifth of the ticks the elapsed time allows (a parse on
+        the loop would let none through), and the set holds every target."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        big_targets_file(path, 20_000)
+        targets = TargetSet(path=str(path))
+        ticks = 0
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        beating = asyncio.ensure_future(heartbeat())
+        await asyncio.sleep(0.05)
+        # Act
+        started, before = time.monotonic(), ticks
+        for _ in range(2):
+            await targets.refresh(force=True)
+        elapsed, during = time.monotonic() - started, ticks - before
+        beating.cancel()
+        # Assert
+        assert len(targets.all()) == 20_000
+        assert during >= max(3, elapsed / 0.01 / 5), (during, elapsed)
+
+    async def test_watch_follows_content_changes(self, tmp_path: Path) -> None:
+        """Given a watched file, when its content changes (same size, same
+        modification time), then the set follows without a reload call."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['a:1']\n")
+        targets = TargetSet(path=str(path))
+        targets.reload()
+        stamp = os.stat(path).st_mtime_ns
+        watching = asyncio.ensure_future(targets.watch(0.02))
+        # Act
+        path.write_text("- targets: ['b:2']\n")
+        os.utime(path, ns=(stamp, stamp))
+        deadline = time.monotonic() + 10  # a hang detector, not a timing assertion
+        while targets.get("b:2") is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        watching.cancel()
+        # Assert
+        assert [t.address for t in targets.all()] == ["b:2"]
+
+    async def test_watch_survives_a_parser_fault(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a watched file, when the parser fails in an unforeseen way on one
+        content, then that is a failed reload (last good targets kept, success 0) and
+        the watch goes on to load the next content."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['a:1']\n")
+        targets = TargetSet(path=str(path))
+        targets.reload()
+        real = targets_module.parse_targets_document
+
+        def faulty(data: bytes, *, syntax: Syntax) -> list[Target]:
+            if b"b:2" in data:
+                raise TypeError("a parser bug")
+            return real(data, syntax=syntax)
+
+        monkeypatch.setattr(targets_module, "parse_targets_document", faulty)
+        watching = asyncio.ensure_future(targets.watch(0.02))
+        # Act
+        path.write_text("- targets: ['b:2']\n")
+        deadline = time.monotonic() + 10  # a hang detector, not a timing assertion
+        while targets.reload_success and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        kept = [t.address for t in targets.all()]
+        path.write_text("- targets: ['c:3']\n")
+        while targets.get("c:3") is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        watching.cancel()
+        # Assert
+        assert kept == ["a:1"]
+        assert [t.address for t in targets.all()] == ["c:3"] and targets.reload_success

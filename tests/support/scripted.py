@@ -1,8 +1,9 @@
 """A real gRPC server on loopback whose ``idle`` and ``stop`` answers are scripted.
 
 It stands in for the shapes of worker a test cannot get otherwise: one that
-answers a given status code, a given double, or lacks the idle method (a wool
-worker older than 0.15). It records what it received.
+answers a given status code, a given double, raw bytes that are not an
+``IdleTime`` (``reply``), or lacks the idle method (a wool worker older than
+0.15). It records what it received.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ScriptedWorker:
     with_idle: bool = True
     hang: bool = False
     delay: float = 0.0
+    reply: bytes | None = None
     idle_calls: int = 0
     peers: list[str] = field(default_factory=list)
     deadlines: list[float | None] = field(default_factory=list)
@@ -32,7 +34,7 @@ class ScriptedWorker:
     address: str = ""
     _server: Any = None
 
-    async def _idle(self, request: Void, context: Any) -> IdleTime:
+    async def _idle(self, request: Void, context: Any) -> IdleTime | bytes:
         self.idle_calls += 1
         self.peers.append(context.peer())
         self.deadlines.append(context.time_remaining())
@@ -41,6 +43,8 @@ class ScriptedWorker:
         await asyncio.sleep(self.delay)
         if self.code is not None:
             await context.abort(self.code, f"scripted {self.code.name}")
+        if self.reply is not None:
+            return self.reply
         return IdleTime(seconds=self.seconds)
 
     async def _stop(self, request: StopRequest, context: Any) -> Void:
@@ -61,7 +65,7 @@ class ScriptedWorker:
             methods["idle"] = grpc.unary_unary_rpc_method_handler(
                 self._idle,
                 request_deserializer=Void.FromString,
-                response_serializer=IdleTime.SerializeToString,
+                response_serializer=_serialize,
             )
         self._server = grpc.aio.server()
         self._server.add_generic_rpc_handlers(
@@ -74,3 +78,8 @@ class ScriptedWorker:
 
     async def close(self) -> None:
         await self._server.stop(0)
+
+
+def _serialize(reply: IdleTime | bytes) -> bytes:
+    """An ``IdleTime`` as its bytes; scripted raw bytes as they are."""
+    return reply if isinstance(reply, bytes) else reply.SerializeToString()

@@ -89,9 +89,7 @@ def create_app(
             address = parse_address(raw)
         except ValueError as error:
             raise web.HTTPBadRequest(text=f"{error}\n") from None
-        known = {t.address: t for t in targets.all()}
-        target = known.get(address, Target(address))
-        await prober.sync(targets.all())
+        target = targets.get(address) or Target(address)
         budget = scrape_budget(request, settings)
         result = await prober.probe_adhoc(target, time.monotonic() + budget)
         return render_metrics(request, ProbeCollector([result]))

@@ -106,7 +106,7 @@ async def _serve(
     loop.add_signal_handler(signal.SIGHUP, lambda: targets.reload(force=True))
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    refresher = asyncio.ensure_future(_refresh(targets, args.targets_refresh))
+    refresher = asyncio.ensure_future(targets.watch(args.targets_refresh))
     log.info("exporter listening on %s/metrics with %d targets", base, len(targets.all()))
     print(f"{base}/metrics", flush=True)
     await stop.wait()

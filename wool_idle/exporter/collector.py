@@ -14,6 +14,7 @@ labels from the targets file):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -21,7 +22,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, PROBE_DURATION, UP
-from wool_idle.exporter.probe import ErrorReason, Prober, ProbeResult
+from wool_idle.exporter.outcome import ErrorReason, ProbeResult
+from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
 
 
@@ -72,11 +74,23 @@ class ProbeCollector(Collector):
 
 
 class ExporterCollector(Collector):
-    """The exporter's own metrics, read from the prober and the target set."""
+    """The exporter's own metrics: counters of the prober's results it is told of,
+    and the state of the target set."""
 
     def __init__(self, prober: Prober, targets: TargetSet) -> None:
-        self.prober = prober
         self.targets = targets
+        self.errors: Counter[ErrorReason] = Counter({reason: 0 for reason in ErrorReason})
+        self.last_duration = 0.0
+        prober.subscribe(self.record)
+
+    def record(self, results: Sequence[ProbeResult], fan_out_duration: float | None) -> None:
+        """Count ``results`` by error reason; remember a fan-out's duration."""
+        errors = self.errors
+        for result in results:
+            if result.error is not None:
+                errors[result.error] += 1
+        if fan_out_duration is not None:
+            self.last_duration = fan_out_duration
 
     def collect(self) -> Iterator[Metric]:
         errors = CounterMetricFamily(
@@ -85,7 +99,7 @@ class ExporterCollector(Collector):
             labels=["reason"],
         )
         for reason in ErrorReason:
-            errors.add_metric([reason.value], self.prober.errors[reason])
+            errors.add_metric([reason.value], self.errors[reason])
         yield errors
         yield GaugeMetricFamily(
             "wool_exporter_targets", "Workers configured.", value=len(self.targets.all())
@@ -93,7 +107,7 @@ class ExporterCollector(Collector):
         yield GaugeMetricFamily(
             "wool_exporter_scrape_duration_seconds",
             "How long the last fan-out over all workers took.",
-            value=self.prober.last_duration,
+            value=self.last_duration,
         )
         yield GaugeMetricFamily(
             "wool_exporter_targets_reload_success",

@@ -1,207 +1,146 @@
-"""Asking workers for their idle time: one probe, and a coalesced fan-out.
+"""Asking workers for their idle time: one probe, and a fan-out over many.
 
-A probe classifies the answer. Only a finite number >= 0 is an idle value;
-anything else leaves ``idle`` as None with a reason, so the exporter never
-renders a 0 (reads as busy) or a stale value (reads as idle) for it.
+A probe never raises for its target's sake: whatever the call does (an
+answer, an RPC error, an undecodable reply, a fault in the client, a channel
+closed under it) becomes that target's ``ProbeResult`` (see ``outcome``).
+Only the cancellation of the probe itself propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import math
+import logging
 import time
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Final
+from collections.abc import Callable, Sequence
 
-import grpc
-
-from wool_idle.contract import valid_idle
-from wool_idle.exceptions import IdleUnavailable, RpcError
+from wool_idle.exceptions import WoolError
+from wool_idle.exporter.coalesce import Coalescer, Results
+from wool_idle.exporter.connections import ConnectionCache
+from wool_idle.exporter.outcome import ErrorReason, ProbeResult, classify, unanswered
 from wool_idle.exporter.targets import Target
-from wool_idle.worker import ClientTls, WorkerConnection
+from wool_idle.worker import ClientTls
 
-ADHOC_TTL: Final = 300.0
-"""Seconds a connection opened by ``/probe`` for an unconfigured target is kept unused."""
+__all__ = ["ErrorReason", "Listener", "ProbeResult", "Prober"]
+"""``ErrorReason`` and ``ProbeResult`` live in ``outcome``; they are named here too
+because callers of the prober read them."""
 
-CHANNEL_OPTIONS: Final = (
-    # Pick up a worker restarted on the same address within about a second.
-    # (grpc.min_reconnect_backoff_ms is left alone: it is also the connect timeout.)
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-)
+log = logging.getLogger(__name__)
 
-
-class ErrorReason(StrEnum):
-    """Why a probe produced no idle value (the ``reason`` label)."""
-
-    UNAVAILABLE = "unavailable"
-    DEADLINE = "deadline"
-    UNIMPLEMENTED = "unimplemented"
-    INVALID_VALUE = "invalid_value"
-    OTHER = "other"
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """One worker's answer on one scrape."""
-
-    target: Target
-    up: bool
-    supported: bool
-    idle: float | None
-    duration: float
-    error: ErrorReason | None = None
-
-
-@dataclass
-class _FanOut:
-    """One round of probes, and the results it has so far."""
-
-    targets: Sequence[Target]
-    results: dict[str, ProbeResult] = field(default_factory=dict)
-    task: asyncio.Future[None] = field(init=False)
-
-    def answers(self, budget: float) -> list[ProbeResult]:
-        """A result per target; one not heard from yet is a missed deadline."""
-        return [
-            self.results.get(t.address)
-            or ProbeResult(
-                t, up=False, supported=False, idle=None, duration=budget, error=ErrorReason.DEADLINE
-            )
-            for t in self.targets
-        ]
+Listener = Callable[[Sequence[ProbeResult], float | None], None]
+"""Told of every probe's result: a fan-out's with its duration, a ``/probe``'s with None."""
 
 
 class Prober:
-    """Probes targets over persistent pooled connections, with bounded concurrency.
+    """Probes targets over the connections of one ``ConnectionCache``, with bounded
+    concurrency. Concurrent fan-outs share the one in flight (``coalesce``).
 
-    Connections open on first use. ``sync`` closes those of targets that left
-    the configured set at once, and those ``/probe`` opened for unconfigured
-    targets once unused for ``ADHOC_TTL``. ``fan_out`` probes every target;
-    concurrent calls share the fan-out already in flight (so HA Prometheus
-    pairs do not double the load).
+    The prober keeps no metrics: ``subscribe`` a listener to count results.
+    ``last`` holds the latest fan-out's result per configured target.
     """
 
-    def __init__(self, *, tls: ClientTls | None, timeout: float, concurrency: int) -> None:
-        self.tls = tls
+    def __init__(
+        self,
+        *,
+        tls: ClientTls | None,
+        timeout: float,
+        concurrency: int,
+        connections: ConnectionCache | None = None,
+    ) -> None:
         self.timeout = timeout
-        self.errors: Counter[ErrorReason] = Counter({reason: 0 for reason in ErrorReason})
+        self.connections = connections or ConnectionCache(tls=tls)
         self.last: dict[str, ProbeResult] = {}
-        self.last_duration = 0.0
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._connections: dict[str, WorkerConnection] = {}
-        self._adhoc_used: dict[str, float] = {}
-        self._in_flight: _FanOut | None = None
+        self._rounds = Coalescer(self._run)
+        self._listeners: list[Listener] = []
+        self._configured: Sequence[Target] | None = None
+        self._logged: set[type[BaseException]] = set()
 
-    def connection(self, address: str) -> WorkerConnection:
-        """The persistent connection to ``address``, opened on first use."""
-        found = self._connections.get(address)
-        if found is None:
-            found = WorkerConnection(address, tls=self.tls, options=CHANNEL_OPTIONS)
-            self._connections[address] = found
-        return found
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener`` with the results of every fan-out and ``/probe``."""
+        self._listeners.append(listener)
 
-    async def sync(self, targets: Sequence[Target]) -> None:
-        """Close connections no configured target (nor a recent ``/probe``) needs."""
-        wanted = {target.address for target in targets}
-        cutoff = time.monotonic() - ADHOC_TTL
-        for address in [a for a in self._connections if a not in wanted]:
-            if self._adhoc_used.get(address, -math.inf) > cutoff:
-                continue
-            self._adhoc_used.pop(address, None)
-            self.last.pop(address, None)
-            await self._connections.pop(address).close()
+    async def fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
+        """Probe ``targets`` (the configured set) within ``budget`` seconds, sharing
+        a fan-out in flight. Connections of targets that left the set close once
+        no call uses them."""
+        return await self._rounds(targets, budget)
 
     async def probe_adhoc(self, target: Target, deadline: float) -> ProbeResult:
-        """``probe`` for ``/probe``: keeps the connection for ``ADHOC_TTL`` after use."""
-        self._adhoc_used[target.address] = time.monotonic()
-        return await self.probe(target, deadline)
+        """``probe`` for ``/probe``: the configured set is left as it is, and a
+        connection opened for an unconfigured target is ad hoc (see ``connections``)."""
+        result = await self.probe(target, deadline, adhoc=True)
+        self._announce([result], None)
+        return result
 
     async def close(self) -> None:
         """Close every connection."""
-        self._adhoc_used.clear()
-        await self.sync(())
+        await self.connections.close()
 
-    async def fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
-        """Probe ``targets`` within ``budget`` seconds, sharing a fan-out in flight.
-
-        A scrape that joins a running fan-out waits at most its own budget; the
-        workers that fan-out has not heard from by then count as missed
-        deadlines in this scrape's answer (no idle value, never an old one).
-        """
-        joined = self._in_flight
-        if joined is None:
-            fan = self._in_flight = _FanOut(targets)
-            fan.task = asyncio.ensure_future(self._run(fan, budget))
-            fan.task.add_done_callback(self._clear_in_flight)
-            await asyncio.shield(fan.task)
-            return fan.answers(budget)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(joined.task), budget)
-        return joined.answers(budget)
-
-    def _clear_in_flight(self, _: asyncio.Future[None]) -> None:
-        self._in_flight = None
-
-    async def _run(self, fan: _FanOut, budget: float) -> None:
+    async def _run(self, targets: Sequence[Target], budget: float, results: Results) -> None:
         started = time.monotonic()
-        await self.sync(fan.targets)
+        if targets is not self._configured:
+            self.connections.keep(target.address for target in targets)
+            self._configured = targets
         deadline = started + budget
-        await asyncio.gather(*(self._bounded(fan, t, deadline) for t in fan.targets))
-        self.last_duration = time.monotonic() - started
+        await asyncio.gather(*(self._bounded(t, deadline, results) for t in targets))
+        self.last = dict(results)
+        self._announce(list(results.values()), time.monotonic() - started)
 
-    async def _bounded(self, fan: _FanOut, target: Target, deadline: float) -> None:
+    async def _bounded(self, target: Target, deadline: float, results: Results) -> None:
         async with self._semaphore:
-            fan.results[target.address] = await self.probe(target, deadline)
+            results[target.address] = await self.probe(target, deadline)
 
-    async def probe(self, target: Target, deadline: float) -> ProbeResult:
+    async def probe(self, target: Target, deadline: float, *, adhoc: bool = False) -> ProbeResult:
         """Ask one target for its idle time, giving up at ``deadline`` (monotonic)."""
         started = time.monotonic()
         timeout = min(self.timeout, deadline - started)
         if timeout <= 0:
-            return self._record(target, started, error=ErrorReason.DEADLINE)
+            return unanswered(target, 0.0)
         try:
-            seconds = await self.connection(target.address).idle_time(timeout=timeout)
-        except IdleUnavailable:
-            return self._record(target, started, up=True, error=ErrorReason.UNIMPLEMENTED)
-        except RpcError as error:
-            reason = _reason(error.code)
-            # A status other than unreachable/deadline came from the worker: it is up.
-            return self._record(target, started, up=reason is ErrorReason.OTHER, error=reason)
-        if not valid_idle(seconds):
-            return self._record(target, started, up=True, error=ErrorReason.INVALID_VALUE)
-        return self._record(target, started, up=True, idle=seconds)
-
-    def _record(
-        self,
-        target: Target,
-        started: float,
-        *,
-        up: bool = False,
-        idle: float | None = None,
-        error: ErrorReason | None = None,
-    ) -> ProbeResult:
-        if error is not None:
-            self.errors[error] += 1
-        result = ProbeResult(
-            target=target,
-            up=up,
-            supported=up and error is not ErrorReason.UNIMPLEMENTED,
-            idle=idle,
-            duration=time.monotonic() - started,
-            error=error,
-        )
-        self.last[target.address] = result
+            lease = self.connections.lease(target.address, adhoc=adhoc)
+        except Exception as error:  # a client that cannot be made is this target's failure
+            self._log_unexpected(target, error)
+            return classify(target, error, time.monotonic() - started)
+        # Each branch classifies at once and keeps no reference to the error: an
+        # error kept in this frame forms a cycle (error, traceback, frame) that keeps
+        # the failed gRPC call, and so its channel reconnecting, alive until the
+        # garbage collector runs, even after the channel is closed.
+        healthy = False
+        try:
+            try:
+                seconds = await lease.connection.idle_time(timeout=timeout)
+            except asyncio.CancelledError as error:
+                if _cancelled_by_caller():
+                    raise
+                # Cut off under us (its channel was closed), not cancelled by our caller.
+                result = classify(target, error, time.monotonic() - started)
+            except Exception as error:
+                self._log_unexpected(target, error)
+                result = classify(target, error, time.monotonic() - started)
+            else:
+                result = classify(target, seconds, time.monotonic() - started)
+            healthy = result.up
+        finally:
+            self.connections.release(lease, healthy=healthy)
         return result
 
+    def _announce(self, results: Sequence[ProbeResult], duration: float | None) -> None:
+        for listener in self._listeners:
+            listener(results, duration)
 
-def _reason(code: grpc.StatusCode) -> ErrorReason:
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ErrorReason.DEADLINE
-    if code is grpc.StatusCode.UNAVAILABLE:
-        return ErrorReason.UNAVAILABLE
-    return ErrorReason.OTHER
+    def _log_unexpected(self, target: Target, error: Exception) -> None:
+        """Log a fault the client does not map, once per exception type (with traceback)."""
+        if isinstance(error, WoolError):
+            return
+        kind = type(error)
+        if kind in self._logged:
+            log.debug("probe of %s raised %r", target.address, error)
+            return
+        self._logged.add(kind)
+        log.warning("probe of %s raised %r", target.address, error, exc_info=error)
+
+
+def _cancelled_by_caller() -> bool:
+    """Whether the running task itself is being cancelled (not just a call inside it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -1,25 +1,32 @@
 """The exporter's targets: ``--target`` flags plus a Prometheus file_sd file.
 
-The file is a JSON or YAML list of ``{"targets": [...], "labels": {...}}``
-groups. A file that cannot be read or parsed leaves the last good set in
-place; ``TargetSet`` records the outcome for the reload metrics.
+The file is read as Prometheus reads it (see ``file_sd``); each target must
+be a worker address (``host:port`` or ``unix:/path``). Labels whose name
+starts with ``__`` are accepted and dropped (Prometheus drops them after
+relabelling too), as are empty values; a ``worker`` label gives way to the
+address, which is the ``worker`` label of every series.
+
+A file that cannot be read or parsed leaves the last good set in place.
+``watch`` checks the file's content (not its timestamp) every interval and
+parses it off the event loop, in a thread, only when the bytes changed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
-import os
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-import yaml
-
-from wool_idle.contract import LABEL_NAME, WORKER_LABEL
+from wool_idle.contract import WORKER_LABEL
+from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
 from wool_idle.worker.address import parse_address
 
 log = logging.getLogger(__name__)
+
+Labels = tuple[tuple[str, str], ...]
 
 
 class TargetsFileError(ValueError):
@@ -31,111 +38,162 @@ class Target:
     """One worker to scrape: its address and the extra labels of its series."""
 
     address: str
-    labels: tuple[tuple[str, str], ...] = ()
+    labels: Labels = ()
 
     def label_dict(self) -> dict[str, str]:
         """``worker`` plus the file's labels."""
         return {WORKER_LABEL: self.address, **dict(self.labels)}
 
 
-def parse_targets_document(text: str) -> list[Target]:
-    """Parse file_sd ``text`` (JSON is YAML) into targets, or raise ``TargetsFileError``."""
+def parse_targets_document(data: bytes | str, *, syntax: Syntax = "yaml") -> list[Target]:
+    """The targets of file_sd ``data`` (each address once, first wins), or
+    ``TargetsFileError``."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise TargetsFileError(f"not valid YAML/JSON: {error}".splitlines()[0]) from None
-    if document is None:
-        return []
-    if not isinstance(document, list):
-        raise TargetsFileError("expected a list of {targets, labels} groups")
+        groups = parse_groups(raw, syntax=syntax)
+    except FileSdError as error:
+        raise TargetsFileError(str(error)) from None
     targets: dict[str, Target] = {}
-    for index, group in enumerate(document):
-        for target in _parse_group(index, group):
-            targets.setdefault(target.address, target)
+    for index, (addresses, labels) in enumerate(groups):
+        kept = _series_labels(labels)
+        for address in addresses:
+            if address not in targets:
+                try:
+                    targets[parse_address(address)] = Target(address, kept)
+                except ValueError as error:
+                    raise TargetsFileError(f"group {index}: {error}") from None
     return list(targets.values())
 
 
-def _parse_group(index: int, group: Any) -> Iterable[Target]:
-    where = f"group {index}"
-    if not isinstance(group, Mapping) or not set(group) <= {"targets", "labels"}:
-        raise TargetsFileError(f"{where}: expected a mapping with 'targets' and 'labels' only")
-    addresses = group.get("targets")
-    if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
-        raise TargetsFileError(f"{where}: 'targets' must be a list of strings")
-    labels = _parse_labels(where, group.get("labels") or {})
-    for address in addresses:
-        try:
-            yield Target(parse_address(address), labels)
-        except ValueError as error:
-            raise TargetsFileError(f"{where}: {error}") from None
+def _series_labels(labels: dict[str, str]) -> Labels:
+    return tuple(
+        sorted(
+            (name, value)
+            for name, value in labels.items()
+            if value and not name.startswith("__") and name != WORKER_LABEL
+        )
+    )
 
 
-def _parse_labels(where: str, labels: Any) -> tuple[tuple[str, str], ...]:
-    if not isinstance(labels, Mapping):
-        raise TargetsFileError(f"{where}: 'labels' must be a mapping")
-    for name, value in labels.items():
-        if not isinstance(name, str) or not LABEL_NAME.match(name) or name.startswith("__"):
-            raise TargetsFileError(f"{where}: invalid label name {name!r}")
-        if name == WORKER_LABEL:
-            raise TargetsFileError(f"{where}: label {WORKER_LABEL!r} is reserved (the address)")
-        if not isinstance(value, str):
-            raise TargetsFileError(f"{where}: label {name!r} must have a string value")
-    return tuple(sorted(labels.items()))
+@dataclass(frozen=True)
+class _Read:
+    """What one look at the file found: new content parsed, or a failure."""
+
+    digest: bytes | None
+    targets: tuple[Target, ...] | None = None
+    error: str | None = None
 
 
-@dataclass
 class TargetSet:
     """Static targets plus those of an optional file_sd file.
 
-    ``reload`` re-reads the file when its modification time changed (or when
-    forced); on failure it keeps the previous file targets and logs one line.
+    ``reload`` (on the calling thread) and ``refresh`` (off the event loop)
+    re-read the file when its content changed, or when forced; a failure
+    keeps the previous file targets and is logged once per distinct failure.
     """
 
-    static: tuple[Target, ...] = ()
-    path: str | None = None
-    file_targets: tuple[Target, ...] = ()
-    reload_success: bool = True
-    reload_timestamp: float = field(default_factory=time.time)
-    _stamp: tuple[int, int] | None = None
+    def __init__(self, *, static: Sequence[Target] = (), path: str | None = None) -> None:
+        self._static = tuple(static)
+        self.path = path
+        self.reload_success = True
+        self.reload_timestamp = time.time()
+        self._file_targets: tuple[Target, ...] = ()
+        self._digest: bytes | None = None
+        self._loaded = False
+        self._failure: str | None = None
+        self._lock = asyncio.Lock()
+        self._index()
+
+    @property
+    def static(self) -> tuple[Target, ...]:
+        """The targets given on the command line."""
+        return self._static
+
+    @property
+    def file_targets(self) -> tuple[Target, ...]:
+        """The targets of the file's last good content."""
+        return self._file_targets
 
     @property
     def loaded(self) -> bool:
         """Whether the file (if any) has been read successfully at least once."""
-        return self.path is None or self._stamp is not None
+        return self.path is None or self._loaded
 
     def all(self) -> list[Target]:
-        """Every target, static first, each address once."""
-        seen: dict[str, Target] = {}
-        for target in (*self.static, *self.file_targets):
-            seen.setdefault(target.address, target)
-        return list(seen.values())
+        """Every target, static first, each address once. The same list object
+        until the set changes: do not modify it."""
+        return self._all
+
+    def get(self, address: str) -> Target | None:
+        """The configured target at ``address``, if any."""
+        return self._by_address.get(address)
 
     def reload(self, *, force: bool = False) -> bool:
-        """Re-read the file if it changed (or ``force``); return whether the set is good."""
+        """Re-read the file now if its content changed (or ``force``); return
+        whether the set is good."""
+        return self._apply(self._read(force=force), force=force)
+
+    async def refresh(self, *, force: bool = False) -> bool:
+        """``reload`` with the reading and parsing done in a thread."""
+        async with self._lock:
+            found = await asyncio.to_thread(self._read, force=force)
+            return self._apply(found, force=force)
+
+    async def watch(self, interval: float) -> None:
+        """``refresh`` every ``interval`` seconds, forever."""
+        while True:
+            await asyncio.sleep(interval)
+            await self.refresh()
+
+    def _read(self, *, force: bool) -> _Read | None:
+        """Read and parse the file; None when its content is what was read last."""
         if self.path is None:
-            return True
+            return None
         try:
-            info = os.stat(self.path)
-            stamp = (info.st_mtime_ns, info.st_size)
-            if stamp == self._stamp and not force:
-                return self.reload_success
-            with open(self.path, encoding="utf-8") as file:
-                text = file.read()
-            targets = parse_targets_document(text)
-        except (OSError, UnicodeDecodeError, TargetsFileError) as error:
-            if self.reload_success or force:
+            with open(self.path, "rb") as file:
+                data = file.read()
+        except OSError as error:
+            return _Read(None, error=f"cannot read: {error}")
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        if digest == self._digest and not force:
+            return None
+        try:
+            targets = parse_targets_document(data, syntax=syntax_of(self.path))
+        except TargetsFileError as error:
+            return _Read(digest, error=str(error))
+        except Exception as error:  # a parser fault on odd input: the file's failure
+            return _Read(digest, error=f"parser failed: {error!r}")
+        return _Read(digest, targets=tuple(targets))
+
+    def _apply(self, found: _Read | None, *, force: bool) -> bool:
+        if found is None:
+            return self.reload_success
+        self._digest = found.digest
+        if found.targets is None:
+            if found.error != self._failure or force:
                 log.error(
                     "targets file %s not loaded, keeping %d targets: %s",
                     self.path,
-                    len(self.file_targets),
-                    error,
+                    len(self._file_targets),
+                    found.error,
                 )
+            self._failure = found.error
             self.reload_success = False
             return False
-        self._stamp = stamp
-        if self.file_targets != tuple(targets) or not self.reload_success:
-            log.info("targets file %s loaded: %d targets", self.path, len(targets))
-        self.file_targets = tuple(targets)
+        if found.targets != self._file_targets or not self.reload_success or force:
+            log.info("targets file %s loaded: %d targets", self.path, len(found.targets))
+        if found.targets != self._file_targets:
+            self._file_targets = found.targets
+            self._index()
+        self._failure = None
+        self._loaded = True
         self.reload_success = True
         self.reload_timestamp = time.time()
         return True
+
+    def _index(self) -> None:
+        seen: dict[str, Target] = {}
+        for target in (*self._static, *self._file_targets):
+            seen.setdefault(target.address, target)
+        self._by_address = seen
+        self._all = list(seen.values())

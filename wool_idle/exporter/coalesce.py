@@ -1,0 +1,67 @@
+"""Concurrent scrapes share one round of probes.
+
+The first scrape starts a round; scrapes arriving while it runs join it
+instead of starting their own, so an HA pair of Prometheus servers does not
+double the load on workers. Every scrape waits at most its own budget: a
+target the round has not heard from by then counts as a missed deadline in
+that scrape's answer (no idle value, never an old one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from wool_idle.exporter.outcome import ProbeResult, unanswered
+from wool_idle.exporter.targets import Target
+
+log = logging.getLogger(__name__)
+
+Results = dict[str, ProbeResult]
+"""A round's results so far, by target address."""
+RunRound = Callable[[Sequence[Target], float, Results], Awaitable[None]]
+"""Probe the targets within the budget, filling in the results as they come."""
+
+
+@dataclass
+class _Round:
+    targets: Sequence[Target]
+    results: Results = field(default_factory=dict)
+    task: asyncio.Future[None] = field(init=False)
+
+    def answers(self, budget: float) -> list[ProbeResult]:
+        """A result per target; one not heard from yet is a missed deadline."""
+        results = self.results
+        return [results.get(t.address) or unanswered(t, budget) for t in self.targets]
+
+
+class Coalescer:
+    """Runs ``run`` for one scrape at a time, sharing the round in flight."""
+
+    def __init__(self, run: RunRound) -> None:
+        self._run = run
+        self._in_flight: _Round | None = None
+
+    async def __call__(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
+        """The results of a round over ``targets`` within ``budget`` seconds.
+
+        The scrape that starts a round waits for all of it (each probe is bounded
+        by the budget); one that joins a round waits at most ``budget``. A round
+        that fails, or a scrape cancelled while waiting, never cancels the round.
+        """
+        joined = self._in_flight
+        if joined is None:
+            started = self._in_flight = _Round(targets)
+            started.task = asyncio.ensure_future(self._run(targets, budget, started.results))
+            started.task.add_done_callback(self._finished)
+            await asyncio.wait((started.task,))
+            return started.answers(budget)
+        await asyncio.wait((joined.task,), timeout=budget)
+        return joined.answers(budget)
+
+    def _finished(self, task: asyncio.Future[None]) -> None:
+        self._in_flight = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("probe round failed", exc_info=task.exception())

@@ -1,0 +1,169 @@
+"""The exporter's one cache of connections to workers.
+
+A configured target keeps its connection while it is configured (``keep``),
+so every scrape reuses an open channel. A target only ``/probe`` asked about
+is ad hoc: at most ``adhoc_limit`` of those stay open (least recently used
+goes first), each for ``adhoc_ttl`` after its last use, and one whose probe
+found the worker down is closed at once, so no channel keeps reconnecting in
+the background to an address nobody asks about again.
+
+A connection is closed only when no call uses it: ``lease`` counts the calls
+in flight, and a connection retired while one is in flight closes when the
+last one is released. Removing a target never cuts off a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from wool_idle.worker import ClientTls, WorkerConnection
+
+ADHOC_LIMIT: Final = 256
+"""Connections kept open for targets that only ``/probe`` asked about."""
+ADHOC_TTL: Final = 300.0
+"""Seconds such a connection is kept after its last use."""
+
+CHANNEL_OPTIONS: Final = (
+    # Pick up a worker restarted on the same address within about a second.
+    # (grpc.min_reconnect_backoff_ms is left alone: it is also the connect timeout.)
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+Connect = Callable[[str], WorkerConnection]
+
+
+@dataclass(eq=False)
+class Lease:
+    """One address's connection, and how many calls use it right now."""
+
+    address: str
+    connection: WorkerConnection
+    calls: int = 0
+    configured: bool = False
+    retired: bool = False
+    expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class ConnectionCache:
+    """Open connections by address; see the module docstring for their lifetimes."""
+
+    def __init__(
+        self,
+        *,
+        tls: ClientTls | None = None,
+        connect: Connect | None = None,
+        adhoc_limit: int = ADHOC_LIMIT,
+        adhoc_ttl: float = ADHOC_TTL,
+    ) -> None:
+        self._connect = connect or (
+            lambda address: WorkerConnection(address, tls=tls, options=CHANNEL_OPTIONS)
+        )
+        self.adhoc_limit = adhoc_limit
+        self.adhoc_ttl = adhoc_ttl
+        self._leases: dict[str, Lease] = {}
+        self._adhoc: OrderedDict[str, Lease] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def open(self) -> set[str]:
+        """The addresses that have a connection in the cache."""
+        return set(self._leases)
+
+    def lease(self, address: str, *, adhoc: bool = False) -> Lease:
+        """The connection to ``address`` for one call; give it back with ``release``.
+
+        An ``adhoc`` lease (``/probe``) of an address outside the configured set
+        counts against the ad-hoc limit; any other lease makes the address part
+        of the configured set.
+        """
+        found = self._leases.get(address)
+        if found is None:
+            found = Lease(address, self._connect(address), configured=not adhoc)
+            self._leases[address] = found
+        elif not found.configured and not adhoc:
+            self._configure(found)
+        if not found.configured:
+            self._touch(found)
+        found.calls += 1
+        return found
+
+    def release(self, lease: Lease, *, healthy: bool) -> None:
+        """End one call on ``lease``. An ad-hoc connection whose worker was not
+        ``healthy`` is retired; a healthy one is kept for ``adhoc_ttl``."""
+        lease.calls -= 1
+        if lease.retired:
+            if lease.calls == 0:
+                self._close(lease)
+        elif lease.configured:
+            return
+        elif not healthy:
+            self._retire(lease)
+        elif lease.calls == 0:
+            loop = asyncio.get_running_loop()
+            lease.expiry = loop.call_later(self.adhoc_ttl, self._expire, lease)
+
+    def keep(self, addresses: Iterable[str]) -> None:
+        """Make ``addresses`` the configured set: retire the connections of those
+        that left it (each once its calls are done); ad-hoc ones that joined it stay."""
+        wanted = set(addresses)
+        for lease in list(self._leases.values()):
+            if lease.address not in wanted:
+                if lease.configured:
+                    self._retire(lease)
+            elif not lease.configured:
+                self._configure(lease)
+
+    async def close(self) -> None:
+        """Close every connection (those in use as their calls end) and wait for it."""
+        for lease in list(self._leases.values()):
+            self._retire(lease)
+        while self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def _configure(self, lease: Lease) -> None:
+        """Move ad-hoc ``lease`` into the configured set."""
+        self._disarm(lease)
+        self._adhoc.pop(lease.address, None)
+        lease.configured = True
+
+    def _touch(self, lease: Lease) -> None:
+        """Mark ad-hoc ``lease`` most recently used; evict beyond the limit."""
+        self._disarm(lease)
+        self._adhoc[lease.address] = lease
+        self._adhoc.move_to_end(lease.address)
+        while len(self._adhoc) > self.adhoc_limit:
+            _, oldest = self._adhoc.popitem(last=False)
+            self._retire(oldest)
+
+    def _expire(self, lease: Lease) -> None:
+        lease.expiry = None
+        if lease.calls == 0 and not lease.configured and not lease.retired:
+            self._retire(lease)
+
+    def _retire(self, lease: Lease) -> None:
+        """Take ``lease`` out of the cache; close it now, or when its last call ends."""
+        if lease.retired:
+            return
+        lease.retired = True
+        self._disarm(lease)
+        if self._leases.get(lease.address) is lease:
+            del self._leases[lease.address]
+        if self._adhoc.get(lease.address) is lease:
+            del self._adhoc[lease.address]
+        if lease.calls == 0:
+            self._close(lease)
+
+    def _close(self, lease: Lease) -> None:
+        task = asyncio.ensure_future(lease.connection.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    def _disarm(lease: Lease) -> None:
+        if lease.expiry is not None:
+            lease.expiry.cancel()
+            lease.expiry = None

@@ -1,0 +1,88 @@
+"""What one probe's answer means: a pure classification, no I/O.
+
+Only a finite number >= 0 is an idle value. Anything else, and every error,
+leaves ``idle`` None with a reason, so the exporter never renders a 0 (reads
+as busy) or a stale value (reads as idle) for the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import StrEnum
+
+import grpc
+
+from wool_idle.contract import valid_idle
+from wool_idle.exceptions import IdleUnavailable, RpcError
+from wool_idle.exporter.targets import Target
+
+
+class ErrorReason(StrEnum):
+    """Why a probe produced no idle value (the ``reason`` label)."""
+
+    UNAVAILABLE = "unavailable"
+    """No connection to the worker (refused, reset, closed), or the call was cut off."""
+    DEADLINE = "deadline"
+    """No answer within the scrape's budget or ``--timeout``."""
+    UNIMPLEMENTED = "unimplemented"
+    """The worker predates the idle RPC (a wool worker older than 0.15)."""
+    INVALID_VALUE = "invalid_value"
+    """The worker answered a value that is not a finite number >= 0."""
+    INVALID_REPLY = "invalid_reply"
+    """No usable answer: the reply did not decode as an idle reply, or the client
+    raised on it (the exception is logged)."""
+    OTHER = "other"
+    """The worker answered another gRPC status (INTERNAL, PERMISSION_DENIED, ...)."""
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One worker's answer on one scrape."""
+
+    target: Target
+    up: bool
+    supported: bool
+    idle: float | None
+    duration: float
+    error: ErrorReason | None = None
+
+
+def classify(target: Target, answer: float | BaseException, duration: float) -> ProbeResult:
+    """The result of asking ``target``: ``answer`` is the value it reported, or what
+    the call raised; ``duration`` is how long the call took.
+
+    ``up`` says whether the worker answered the idle RPC at all (a value, a status
+    of its own, or UNIMPLEMENTED); ``supported`` whether it has the idle RPC.
+    """
+    if isinstance(answer, BaseException):
+        reason, up = _reason(answer)
+        supported = up and reason is not ErrorReason.UNIMPLEMENTED
+        return ProbeResult(target, up, supported, None, duration, reason)
+    if valid_idle(answer):
+        return ProbeResult(target, True, True, answer, duration)
+    return ProbeResult(target, True, True, None, duration, ErrorReason.INVALID_VALUE)
+
+
+def unanswered(target: Target, duration: float) -> ProbeResult:
+    """The result for a target not heard from within the budget."""
+    return ProbeResult(target, False, False, None, duration, ErrorReason.DEADLINE)
+
+
+def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
+    """The reason for ``error``, and whether it shows the worker answered."""
+    if isinstance(error, IdleUnavailable):
+        return ErrorReason.UNIMPLEMENTED, True
+    if isinstance(error, RpcError):
+        if error.code is grpc.StatusCode.DEADLINE_EXCEEDED:
+            return ErrorReason.DEADLINE, False
+        if error.code is grpc.StatusCode.UNAVAILABLE:
+            return ErrorReason.UNAVAILABLE, False
+        # Any other status came from the worker: it is up.
+        return ErrorReason.OTHER, True
+    if isinstance(error, asyncio.CancelledError):
+        # The call was cut off under the probe (its channel closed), not by the caller.
+        return ErrorReason.UNAVAILABLE, False
+    # Not an outcome the client maps: an undecodable reply, or a fault in the client.
+    # Nothing shows the worker answered as a worker: fail closed.
+    return ErrorReason.INVALID_REPLY, False
