@@ -14,7 +14,7 @@ from enum import StrEnum
 import grpc
 
 from wool_idle.contract import valid_idle
-from wool_idle.exceptions import IdleUnavailable, RpcError
+from wool_idle.exceptions import IdleUnavailable, MalformedReply, RpcError
 from wool_idle.exporter.targets import Target
 
 
@@ -73,6 +73,8 @@ def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
     """The reason for ``error``, and whether it shows the worker answered."""
     if isinstance(error, IdleUnavailable):
         return ErrorReason.UNIMPLEMENTED, True
+    if isinstance(error, MalformedReply):
+        return ErrorReason.INVALID_REPLY, False
     if isinstance(error, RpcError):
         if error.code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return ErrorReason.DEADLINE, False
