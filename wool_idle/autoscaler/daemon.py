@@ -28,7 +28,7 @@ from wool_idle.autoscaler.policy import (
     plan,
 )
 from wool_idle.autoscaler.sources import Source, SourceError
-from wool_idle.contract import stop_deadline, valid_idle
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker import ClientTls, WorkerConnection
 
@@ -44,7 +44,7 @@ BeforeStop = Callable[[str], Awaitable[None]]
 class ActionSettings:
     """How nominated workers are confirmed and stopped."""
 
-    grace: float = 30.0
+    grace: float = DEFAULT_GRACE
     rpc_timeout: float = 5.0
     tls: ClientTls | None = None
 

@@ -31,7 +31,7 @@ class Verdict(StrEnum):
     DRY_RUN = "dry_run"  # would stop, but the operator asked for a dry run
     BUSY = "busy"  # idle below the threshold
     INVALID_VALUE = "invalid_value"  # missing, NaN, infinite or negative
-    STALE = "stale"  # the reading is older than max_age
+    STALE = "stale"  # the reading is older than max_staleness
     DOWN = "down"
     UNSUPPORTED = "unsupported"
     NOT_ALERTING = "not_alerting"
@@ -72,7 +72,7 @@ class PolicySettings:
     min_workers: int = 1
     max_stops_per_cycle: int = DEFAULT_MAX_STOPS_PER_CYCLE
     cooldown: float = 300.0
-    max_age: float = 60.0
+    max_staleness: float = 60.0
     dry_run: bool = False
 
     def __post_init__(self) -> None:
@@ -127,7 +127,7 @@ def _screen(reading: Reading, settings: PolicySettings) -> Verdict | None:
         return Verdict.UNSUPPORTED
     if not valid_idle(reading.idle):
         return Verdict.INVALID_VALUE
-    if not (0 <= reading.age <= settings.max_age):
+    if not (0 <= reading.age <= settings.max_staleness):
         return Verdict.STALE
     assert reading.idle is not None
     if reading.idle < settings.max_idle:
