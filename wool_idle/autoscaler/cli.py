@@ -52,12 +52,7 @@ def register(root: Parser) -> None:
     source.add("--metrics-url", URL, "an exporter's /metrics")
     source.add("--prometheus-url", URL, "a Prometheus server's base URL (its HTTP API is queried)")
     parser.mutually_exclusive("--metrics-url", "--prometheus-url")
-    source.add(
-        "--selector",
-        SELECTOR,
-        "only workers whose series carry label=value (comma-separated or repeated)",
-        repeatable=True,
-    )
+    source.add("--selector", SELECTOR, "only workers whose series carry it", repeatable=True)
     source.add("--alert", TEXT, "with --prometheus-url: only workers whose alert fires")
     source.add("--source-timeout", POSITIVE_DURATION, "deadline of one read of the source")
     policy = parser.section("policy", "which workers are retired")

@@ -4,9 +4,7 @@
   ``--version``; flags are added in titled sections and their defaults are
   read from the settings dataclasses the subcommand names, so a default is
   written once (``settings_from`` builds those dataclasses back from the flags).
-- Every flag but a few (``environment=False``) is also an environment
-  variable: ``WOOL_IDLE_`` plus the flag's name in upper case with ``-`` and
-  ``.`` as ``_``; an alias's variable works too. Variables are read only by the
+- Environment variables (``flag.Flag.variables``) are read only by the
   subcommand in use, after its command line, through the flag's own value
   type: a bad one exits 2 naming the flag and the variable. The command line
   wins over the environment; two variables of one flag that disagree exit 2.
@@ -20,11 +18,11 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TypeVar
 
 from wool_idle import __version__
-from wool_idle.cli.values import Value, parse_bool, parse_list
+from wool_idle.cli.flag import REQUIRED, Flag
+from wool_idle.cli.values import Value
 
 if typing.TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -32,78 +30,14 @@ if typing.TYPE_CHECKING:
     S = TypeVar("S", bound=DataclassInstance)
 
 USAGE_ERROR: Final = 2
-ENV_PREFIX: Final = "WOOL_IDLE_"
-REQUIRED: Final[Any] = dataclasses.MISSING
-"""The default of a flag that must be given (a settings field without default)."""
 FROM_SETTINGS: Final[Any] = object()
 """Read the default from the settings dataclass field of the flag's name."""
 _UNSET: Final = object()
 
 
-def environment_variable(option: str) -> str:
-    """The variable of ``option``: ``--web.listen-address`` -> ``WOOL_IDLE_WEB_LISTEN_ADDRESS``."""
-    return ENV_PREFIX + option.lstrip("-").replace("-", "_").replace(".", "_").upper()
-
-
 def help_from_docstring(docstring: str | None) -> str:
     """A docstring as ``--help`` text: without reStructuredText literals."""
     return (docstring or "").replace("``", "")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Flag:
-    """One option: its names, its value type (None: a switch), default and variables."""
-
-    name: str
-    help: str
-    value: Value[Any] | None
-    default: Any
-    aliases: tuple[str, ...] = ()
-    repeatable: bool = False
-    """A comma-separated list; the flag may also be repeated."""
-    environment: bool = True
-
-    @property
-    def dest(self) -> str:
-        """The attribute (and settings field) holding the value: ``max_idle``."""
-        return self.name.lstrip("-").replace("-", "_").replace(".", "_")
-
-    @property
-    def label(self) -> str:
-        """How errors name the flag: every spelling, as argparse does."""
-        return "/".join((self.name, *self.aliases))
-
-    @property
-    def variables(self) -> tuple[str, ...]:
-        """The environment variables that set the flag, the primary one first."""
-        if not self.environment:
-            return ()
-        return tuple(dict.fromkeys(environment_variable(o) for o in (self.name, *self.aliases)))
-
-    def parse(self, text: str) -> Any:
-        """The value ``text`` gives the flag, from the command line or the environment."""
-        if self.value is None:
-            return parse_bool(text)
-        if self.repeatable:
-            return parse_list(text, self.value.parse)
-        return self.value.parse(text)
-
-    def describe(self) -> str:
-        """The ``--help`` text: the help, the default if any, the variables."""
-        text = self.help
-        shown = self._shown_default()
-        if shown:
-            text += f" (default: {shown})"
-        if self.variables:
-            text += f" [env {', '.join(self.variables)}]"
-        return text.replace("%", "%%")
-
-    def _shown_default(self) -> str:
-        if self.value is None or self.default is REQUIRED or self.default is None:
-            return ""
-        if self.repeatable:
-            return ",".join(self.value.show(item) for item in self.default)
-        return self.value.show(self.default)
 
 
 class Parser(argparse.ArgumentParser):

@@ -34,12 +34,7 @@ def register(root: Parser) -> None:
         settings=(ExporterSettings, DaemonSettings),
     )
     targets = parser.section("targets", "which workers to scrape")
-    targets.add(
-        "--target",
-        ADDRESS,
-        "workers to scrape, host:port or unix:/path (comma-separated or repeated)",
-        repeatable=True,
-    )
+    targets.add("--target", ADDRESS, "workers to scrape, host:port or unix:/path", repeatable=True)
     targets.add("--targets-file", FILE, "Prometheus file_sd JSON/YAML of workers")
     targets.add(
         "--targets-refresh",

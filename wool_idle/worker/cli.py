@@ -74,8 +74,8 @@ def register(parser: Parser) -> None:
         access.add(
             f"--allow-{method}",
             TEXT,
-            f"client identities (certificate SANs) allowed to {what}, comma-separated "
-            "or repeated (default: every authenticated client)",
+            f"client identities (certificate SANs) allowed to {what} "
+            "(default: every authenticated client)",
             default=(),
             repeatable=True,
         )
