@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from wool_idle.cli import build_parser, main
-from wool_idle.cli.parser import Flag, environment_variable
+from wool_idle.cli.flag import Flag, environment_variable
 
 MISSING = "/nonexistent/file.pem"
 NOT_PEM = "/etc/hostname"
@@ -193,6 +193,7 @@ def run_failing(args: list[str], capsys) -> str:
     return err
 
 
+@pytest.mark.timeout(30)  # a value wrongly accepted may start a daemon: fail, not hang
 class TestBadFlags:
     @pytest.mark.parametrize(("args", "flag"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
     def test_bad_value_exits_2_naming_flag(self, args: list[str], flag: str, capsys) -> None:
