@@ -61,10 +61,12 @@ class TestParseDuration:
 class TestParseBool:
     @pytest.mark.parametrize("word", [*sorted(TRUE_WORDS), "TRUE", " Yes ", "On"])
     def test_parse_bool_true_words(self, word: str) -> None:
+        """Given a word of the true set, in any case and with blanks, then True."""
         assert parse_bool(word) is True
 
     @pytest.mark.parametrize("word", [*sorted(FALSE_WORDS), "FALSE", " no ", "Off"])
     def test_parse_bool_false_words(self, word: str) -> None:
+        """Given a word of the false set, in any case and with blanks, then False."""
         assert parse_bool(word) is False
 
     @pytest.mark.parametrize("word", ["", " ", '"true"', "'1'", "enabled", "y", "2", "truee"])
@@ -90,6 +92,7 @@ class TestParseList:
 class TestWholeNumberAndChoice:
     @pytest.mark.parametrize("text", ["-1", "1.0", "\u0663", "1_0", "", "two"])
     def test_whole_number_rejects(self, text: str) -> None:
+        """Given a negative, fractional, non-ASCII or non-numeric text, then ValueError."""
         with pytest.raises(ValueError, match="invalid number"):
             whole_number(0).parse(text)
 

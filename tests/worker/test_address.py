@@ -12,6 +12,7 @@ class TestParseAddress:
         "text", ["127.0.0.1:50051", "worker-1.pool.svc:1", "[::1]:8080", "unix:/run/w.sock"]
     )
     def test_parse_address_accepts(self, text: str) -> None:
+        """Given an IPv4, hostname, bracketed IPv6 or Unix address, then it unchanged."""
         assert parse_address(text) == text
 
     @pytest.mark.parametrize(
@@ -41,4 +42,5 @@ class TestParseAddress:
             parse_address(text)
 
     def test_parse_address_listen_allows_port_zero(self) -> None:
+        """Given port 0 to listen on, then it is accepted (the system picks a port)."""
         assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"

@@ -72,7 +72,8 @@ class Flag:
         if self.repeatable:
             text += " (comma-separated list; repeatable)"
         if self.variables:
-            text += f" [env {', '.join(self.variables)}]"
+            boolean = "=true|false" if self.value is None else ""
+            text += f" [env {', '.join(v + boolean for v in self.variables)}]"
         return text.replace("%", "%%")
 
     def _shown_default(self) -> str:

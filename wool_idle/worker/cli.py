@@ -25,6 +25,7 @@ from wool_idle.cli.values import (
     LISTEN_ADDRESS,
     POSITIVE_DURATION,
     TEXT,
+    Value,
     whole_number,
 )
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline
@@ -35,6 +36,7 @@ from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
 
+IDENTITY: Final = Value("IDENTITY", TEXT.parse)
 IDLE_TIMEOUT: Final = 5.0
 """Default deadline of ``wool-idle idle``'s RPC."""
 EXIT_OK: Final = 0
@@ -73,7 +75,7 @@ def register(parser: Parser) -> None:
     for method, what in (("stop", "call stop"), ("dispatch", "dispatch tasks")):
         access.add(
             f"--allow-{method}",
-            TEXT,
+            IDENTITY,
             f"client identities (certificate SANs) allowed to {what} "
             "(default: every authenticated client)",
             default=(),
