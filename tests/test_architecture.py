@@ -14,9 +14,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "wool_idle"
 FORBIDDEN = {
     # part: the parts of ours it must never import
-    "contract": {"proto", "worker", "exporter", "autoscaler", "demo", "options", "endpoints"},
-    "proto": {"worker", "exporter", "autoscaler", "demo", "options", "endpoints", "exceptions"},
-    "worker": {"exporter", "autoscaler", "demo", "endpoints"},
+    "contract": {"proto", "worker", "exporter", "autoscaler", "demo", "cli", "web"},
+    "proto": {"worker", "exporter", "autoscaler", "demo", "cli", "web", "exceptions"},
+    "worker": {"exporter", "autoscaler", "demo", "web"},
+    "web": {"exporter", "autoscaler", "demo", "cli"},
     "exporter": {"autoscaler", "demo"},
     "autoscaler": {"exporter", "demo"},
 }

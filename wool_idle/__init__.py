@@ -24,6 +24,7 @@ if typing.TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
+"""The version of wool-idle; pyproject.toml reads it from here."""
 
 __all__ = [
     "TRANSIENT_CODES",

@@ -24,6 +24,9 @@ IDLE_SUPPORTED: Final = "wool_worker_idle_supported"
 """0 if the worker predates the idle RPC, else 1 when up."""
 PROBE_DURATION: Final = "wool_worker_probe_duration_seconds"
 """How long the worker's idle RPC took."""
+BUILD_INFO: Final = "wool_idle_build_info"
+"""Always 1, on the exporter's and the autoscaler's ``/metrics``: labels ``version``,
+``python`` and ``grpc`` say what runs."""
 
 LABEL_NAME: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 """A Prometheus label name (names starting ``__`` are reserved for internal use)."""

@@ -1,4 +1,8 @@
-"""Logging for every subcommand: quiet by default, one line per event, text or JSON."""
+"""Logging for every subcommand: quiet by default, one line per event, text or JSON.
+
+Both formats stamp each line with its UTC time in ISO 8601, date included
+(``2025-01-31T09:15:02.123Z``).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,26 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Final
 
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
+LEVELS: Final = ("debug", "info", "warning", "error")
+FORMATS: Final = ("text", "json")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogSettings:
+    """How logs are written: the least severe level, and ``text`` or ``json``."""
+
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def timestamp(record: logging.LogRecord) -> str:
+    """``record``'s time in UTC, ISO 8601 with milliseconds."""
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}Z"
 
 
 _STANDARD: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -21,7 +42,13 @@ def extra_fields(record: logging.LogRecord) -> dict[str, object]:
 
 
 class TextFormatter(logging.Formatter):
-    """``time level logger: message``, then each ``extra`` field as `` key=value``."""
+    """``<time> <LEVEL> <logger>: <message>``, then each ``extra`` field as `` key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return timestamp(record)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         fields = "".join(f" {k}={v}" for k, v in extra_fields(record).items())
@@ -33,8 +60,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -51,17 +77,12 @@ def quiet_grpc() -> None:
     os.environ.setdefault("GRPC_TRACE", "")
 
 
-def configure(log_format: str = "text", level: str = "info") -> None:
-    """Send logs to stderr in ``log_format`` (``text`` or ``json``) at ``level``."""
+def configure(settings: LogSettings) -> None:
+    """Send logs to stderr in ``settings.log_format`` at ``settings.log_level``."""
     handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(
-            TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
-        )
+    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(settings.log_level.upper())
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

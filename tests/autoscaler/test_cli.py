@@ -6,8 +6,21 @@ import asyncio
 import json
 import signal
 
+from support import unix_http
 from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
+
+WAIT = 15.0
+
+
+async def wait_ready(url: str) -> int:
+    """Poll the autoscaler's /-/ready until 200 (or WAIT seconds); the last status."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    status = 0
+    while status != 200 and asyncio.get_running_loop().time() < deadline:
+        status, _ = await unix_http.get(url, "/-/ready")
+        await asyncio.sleep(0.1)
+    return status
 
 
 class TestAutoscalerCli:
@@ -102,3 +115,37 @@ class TestAutoscalerCli:
         assert any(d["worker"] == address and d["result"] == "stopped" for d in decisions)
         assert status == 0
         assert any(line.get("result") == "stopped" for line in log_lines)
+
+    async def test_ready_once_a_source_read_succeeded(self, fleet, exporter_process) -> None:
+        """Given two daemons on Unix sockets, one reading a dead URL and one a live
+        exporter, when /-/ready is asked, then the first says 503 (no read succeeded
+        yet) and the second becomes 200; both serve their build info on /metrics."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        common = ["autoscaler", "--max-idle", "1h", "--interval", "0.2s"]
+        processes = {
+            source: spawn_cli(
+                [
+                    *common,
+                    "--metrics-url",
+                    source,
+                    "--web.listen-address",
+                    f"unix:{unix_http.socket_path('autoscaler')}",
+                ]
+            )
+            for source in ("http://127.0.0.1:1/metrics", exporter.url)
+        }
+        urls = {source: p.stdout.readline().strip() for source, p in processes.items()}
+        # Act
+        dead = await unix_http.get(urls["http://127.0.0.1:1/metrics"], "/-/ready")
+        live = await wait_ready(urls[exporter.url])
+        metrics = await unix_http.get(urls[exporter.url], "/metrics")
+        for process in processes.values():
+            process.terminate()
+        statuses = [p.wait(timeout=30) for p in processes.values()]
+        # Assert
+        assert dead == (503, "no successful read of the source yet\n")
+        assert live == 200
+        assert any(name == "wool_idle_build_info" for name, _ in samples(metrics[1]))
+        assert statuses == [0, 0]

@@ -50,9 +50,11 @@ class TestWrite:
         'decision' followed by key=value for the worker, verdict and source idle (no
         result: none was tried)."""
         # Act
-        line = logs.TextFormatter("%(message)s").format(written(HELD))
+        line = logs.TextFormatter().format(written(HELD))
         # Assert
-        assert line == "decision worker=b:1 verdict=min_workers source_idle=700.0"
+        assert line.endswith(
+            " INFO wool_idle.autoscaler: decision worker=b:1 verdict=min_workers source_idle=700.0"
+        )
 
 
 class TestRecord:

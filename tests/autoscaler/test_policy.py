@@ -266,7 +266,7 @@ settings_strategy = st.builds(
     min_workers=st.integers(0, 8),
     max_stops_per_cycle=st.integers(0, 6),
     cooldown=st.floats(0, 500),
-    max_age=st.floats(0.001, 100),
+    max_staleness=st.floats(0.001, 100),
     dry_run=st.booleans(),
 )
 
@@ -305,7 +305,7 @@ class TestPlanProperties:
                 and r.idle is not None
                 and math.isfinite(r.idle)
                 and r.idle >= rule.max_idle
-                and 0 <= r.age <= rule.max_age
+                and 0 <= r.age <= rule.max_staleness
             }
             stops = result.stops
             up = len({r.worker for r in readings if r.up})
@@ -318,7 +318,7 @@ class TestPlanProperties:
                 assert reading.up and reading.supported and reading.alerting
                 assert reading.idle is not None and math.isfinite(reading.idle)
                 assert reading.idle >= rule.max_idle
-                assert 0 <= reading.age <= rule.max_age
+                assert 0 <= reading.age <= rule.max_staleness
                 assert decision.worker not in state.retiring
                 assert consecutive[decision.worker] >= rule.wait_count
             assert sorted(d.worker for d in result.decisions) == sorted(by_worker)

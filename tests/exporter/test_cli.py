@@ -8,8 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support import unix_http
 from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli
+
+import wool_idle
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -101,3 +104,31 @@ class TestExporterCli:
         url = start_exporter(env=env)
         # Assert
         assert set(by_worker(fetch(url), "wool_worker_up")) == {worker_address, "127.0.0.1:1"}
+
+    async def test_serves_on_unix_socket(self, worker_address) -> None:
+        """Given `--web.listen-address unix:/path`, when the exporter starts, then it
+        prints the http+unix URL of its /metrics and serves the fleet, its build info
+        and /-/ready over the socket; on SIGTERM it exits 0 and removes the socket."""
+        # Arrange
+        path = unix_http.socket_path("exporter")
+        process = spawn_cli(
+            ["exporter", "--web.listen-address", f"unix:{path}", "--target", worker_address]
+        )
+        # Act
+        url = process.stdout.readline().strip()
+        metrics = await unix_http.get(url, "/metrics")
+        ready = await unix_http.get(url, "/-/ready")
+        process.terminate()
+        status = process.wait(timeout=30)
+        # Assert
+        assert url.endswith("/metrics"), process.stderr.read()
+        assert metrics[0] == 200 and worker_address in by_worker(
+            metrics[1], "wool_worker_idle_seconds"
+        )
+        build = frozenset({("version", wool_idle.__version__)})
+        assert any(
+            name == "wool_idle_build_info" and build <= labels and value == 1
+            for (name, labels), value in samples(metrics[1]).items()
+        )
+        assert ready[0] == 200
+        assert status == 0 and not Path(path).exists()

@@ -5,223 +5,142 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from wool_idle import logs, options
 from wool_idle.autoscaler.app import create_app
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
-from wool_idle.autoscaler.policy import DEFAULT_MAX_STOPS_PER_CYCLE, PolicySettings
+from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
 from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
-from wool_idle.contract import DEFAULT_GRACE
-from wool_idle.endpoints import AUTOSCALER_PORT, EXPORTER_METRICS_URL, start_site
-from wool_idle.webconfig import WebConfig
+from wool_idle.cli.log_flags import add_log_flags, configure_logging
+from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
+from wool_idle.cli.serve import serve_until_signal
+from wool_idle.cli.tls_flags import add_client_tls_flags, client_tls
+from wool_idle.cli.values import (
+    DURATION,
+    GRACE,
+    POSITIVE_DURATION,
+    TEXT,
+    URL,
+    Value,
+    whole_number,
+)
+from wool_idle.cli.web_flags import add_web_flags, web_config
+from wool_idle.web.config import WebConfig
+from wool_idle.web.metrics import register_build_info
+from wool_idle.web.site import serve_app
 
 log = logging.getLogger("wool_idle.autoscaler")
 
-DEFAULT_LISTEN: Final = f"127.0.0.1:{AUTOSCALER_PORT}"
 EXIT_SOURCE_FAILED: Final = 1
+SELECTOR: Final = Value("LABEL=VALUE", Selector.parse, str)
 
 
-def _selector(text: str) -> Selector:
-    return Selector.parse(text)
-
-
-def register(subparsers: Any) -> None:
+def register(root: Parser) -> None:
     """Add ``autoscaler`` to the top-level parser."""
-    parser = subparsers.add_parser(
-        "autoscaler", help="retire idle workers", description=options.plain(__doc__)
+    parser = root.add_subcommand(
+        "autoscaler",
+        help="retire idle workers",
+        description=help_from_docstring(__doc__),
+        settings=(PolicySettings, ActionSettings, SourceSettings, DaemonSettings),
     )
-    options.add(
-        parser,
-        "--max-idle",
-        type=options.positive_duration,
-        required=False,
-        help="retire workers idle at least this long (required)",
-    )
-    source = parser.add_mutually_exclusive_group()
-    options.add(
-        source,
-        "--metrics-url",
-        type=options.url,
-        help=f"an exporter's /metrics (default {EXPORTER_METRICS_URL})",
-    )
-    options.add(
-        source,
-        "--prometheus-url",
-        type=options.url,
-        help="a Prometheus server's base URL (its HTTP API is queried)",
-    )
-    options.add(
-        parser,
-        "--selector",
-        action="append",
-        default=[],
-        type=options.argument_type(_selector, "selector"),
-        help="only workers whose series carry label=value (repeatable)",
-    )
-    options.add(
-        parser,
-        "--alert",
-        help="with --prometheus-url: only workers for which this alert fires (e.g. WoolWorkerIdle)",
-    )
-    options.add(
-        parser,
-        "--wait-count",
-        type=options.count(1),
-        default=1,
-        help="cycles in a row a worker must be idle past the rule",
-    )
-    options.add(
-        parser,
-        "--min-workers",
-        type=options.count(0),
-        default=1,
-        help="never fewer up workers than this (0 allows scale to zero)",
-    )
-    options.add(
-        parser,
-        "--max-stops-per-cycle",
-        type=options.count(1),
-        default=DEFAULT_MAX_STOPS_PER_CYCLE,
-        help="stops per cycle at most",
-    )
-    options.add(
-        parser,
-        "--cooldown",
-        type=options.duration,
-        default=300.0,
-        help="how long a worker that refused or failed a stop is left alone",
-    )
-    options.add(
-        parser,
-        "--max-staleness",
-        type=options.positive_duration,
-        default=60.0,
-        help="ignore idle samples older than this (Prometheus mode)",
-    )
-    options.add(
-        parser,
-        "--grace",
-        type=options.grace_duration,
-        default=DEFAULT_GRACE,
-        help="how long a stopped worker drains in-flight tasks ('forever'; 0 cancels)",
-    )
-    options.add(
-        parser,
-        "--interval",
-        type=options.positive_duration,
-        default=30.0,
-        help="time between cycles",
-    )
-    options.add(
-        parser,
-        "--source-timeout",
-        type=options.positive_duration,
-        default=10.0,
-        help="deadline of one read of the source",
-    )
-    options.add(
-        parser,
-        "--rpc-timeout",
-        type=options.positive_duration,
-        default=5.0,
-        help="deadline of the confirming idle RPC",
-    )
-    options.add(parser, "--dry-run", action="store_true", help="decide and report, but stop no one")
-    options.add(
-        parser,
-        "--once",
-        action="store_true",
-        help="run one cycle and exit (1 if the source failed)",
-    )
-    options.add(
-        parser,
-        "--listen",
-        type=options.listen_address,
-        default=DEFAULT_LISTEN,
-        help=f"HTTP host:port of /metrics and /decisions (default {DEFAULT_LISTEN})",
-    )
-    options.add_client_tls(parser)
-    options.add_web_config(parser)
-    options.add_logging(parser)
+    source = parser.section("source", "where the idle readings come from")
+    source.add("--metrics-url", URL, "an exporter's /metrics")
+    source.add("--prometheus-url", URL, "a Prometheus server's base URL (its HTTP API is queried)")
+    parser.mutually_exclusive("--metrics-url", "--prometheus-url")
+    source.add("--selector", SELECTOR, "only workers whose series carry it", repeatable=True)
+    source.add("--alert", TEXT, "with --prometheus-url: only workers whose alert fires")
+    source.add("--source-timeout", POSITIVE_DURATION, "deadline of one read of the source")
+    policy = parser.section("policy", "which workers are retired")
+    policy.add("--max-idle", POSITIVE_DURATION, "retire workers idle at least this long")
+    policy.add("--wait-count", whole_number(1), "cycles in a row a worker must be idle past it")
+    policy.add("--min-workers", whole_number(0), "never fewer up workers (0: scale to zero)")
+    policy.add("--max-stops-per-cycle", whole_number(1), "stops per cycle at most")
+    policy.add("--cooldown", DURATION, "how long a worker that refused a stop is left alone")
+    policy.add("--max-staleness", POSITIVE_DURATION, "ignore idle samples older than this")
+    policy.add("--dry-run", None, "decide and report, but stop no one")
+    stop = parser.section("stop", "how a retired worker is stopped")
+    stop.add("--grace", GRACE, "how long it drains in-flight tasks ('forever'; 0 cancels)")
+    stop.add("--rpc-timeout", POSITIVE_DURATION, "deadline of the confirming idle RPC")
+    add_client_tls_flags(parser)
+    cycles = parser.section("cycles")
+    cycles.add("--interval", POSITIVE_DURATION, "time between cycles")
+    cycles.add("--once", None, "run one cycle and exit (1 if the source failed)")
+    add_web_flags(parser)
+    add_log_flags(parser)
     parser.set_defaults(func=run, parser=parser)
-
-
-def _settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> PolicySettings:
-    if args.max_idle is None:
-        parser.error("argument --max-idle: required (e.g. --max-idle 10m)")
-    if args.alert is not None and args.prometheus_url is None:
-        parser.error("argument --alert: needs --prometheus-url")
-    return PolicySettings(
-        max_idle=args.max_idle,
-        wait_count=args.wait_count,
-        min_workers=args.min_workers,
-        max_stops_per_cycle=args.max_stops_per_cycle,
-        cooldown=args.cooldown,
-        max_age=args.max_staleness,
-        dry_run=args.dry_run,
-    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the autoscaler: one cycle with ``--once``, else until SIGTERM/SIGINT."""
-    policy = _settings(args.parser, args)
-    action = ActionSettings(
-        grace=args.grace, rpc_timeout=args.rpc_timeout, tls=options.client_tls(args.parser, args)
-    )
-    web = options.web_config(args.parser, args)
-    if args.web_config_check:
-        print(f"{args.web_config_file}: OK")
-        return 0
-    logs.configure(args.log_format, args.log_level)
-    return asyncio.run(_main(args, policy, action, web))
+    parser: Parser = args.parser
+    source = settings_from(args, SourceSettings)
+    if source.alert is not None and source.prometheus_url is None:
+        parser.error("argument --alert: needs --prometheus-url")
+    action = settings_from(args, ActionSettings, tls=client_tls(parser, args))
+    web = web_config(parser, args)
+    configure_logging(args)
+    policy = settings_from(args, PolicySettings)
+    return asyncio.run(_main(settings_from(args, DaemonSettings), source, policy, action, web))
 
 
-def _source(args: argparse.Namespace, session: aiohttp.ClientSession) -> Source:
-    if args.prometheus_url:
+class FirstRead:
+    """A source that remembers whether a read has succeeded yet (readiness)."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.description = source.description
+        self.succeeded = False
+
+    async def read(self) -> list[Reading]:
+        readings = await self.source.read()
+        self.succeeded = True
+        return readings
+
+    def not_ready(self) -> str | None:
+        """None once a read has succeeded, else why the autoscaler is not ready."""
+        return None if self.succeeded else "no successful read of the source yet"
+
+
+def _source(settings: SourceSettings, session: aiohttp.ClientSession) -> Source:
+    selectors, timeout = settings.selector, settings.source_timeout
+    if settings.prometheus_url:
         return PrometheusSource(
-            session, args.prometheus_url, args.selector, args.alert, args.source_timeout
+            session, settings.prometheus_url, selectors, settings.alert, timeout
         )
-    return ExporterSource(
-        session, args.metrics_url or EXPORTER_METRICS_URL, args.selector, args.source_timeout
-    )
+    return ExporterSource(session, settings.metrics_url, selectors, timeout)
 
 
 async def _main(
-    args: argparse.Namespace, policy: PolicySettings, action: ActionSettings, web: WebConfig
+    daemon: DaemonSettings,
+    source: SourceSettings,
+    policy: PolicySettings,
+    action: ActionSettings,
+    web: WebConfig,
 ) -> int:
     registry = CollectorRegistry(auto_describe=False)
+    register_build_info(registry)
     async with aiohttp.ClientSession() as session:
+        watched = FirstRead(_source(source, session))
         autoscaler = Autoscaler(
-            source=_source(args, session),
-            policy=policy,
-            action=action,
-            metrics=AutoscalerMetrics(registry),
+            source=watched, policy=policy, action=action, metrics=AutoscalerMetrics(registry)
         )
-        if args.once:
+        if daemon.once:
             return 0 if await autoscaler.cycle() else EXIT_SOURCE_FAILED
-        try:
-            runner, base = await start_site(create_app(autoscaler, registry), args.listen, web)
-        except OSError as error:
-            log.error("cannot listen on %s: %s", args.listen, error)
-            return 1
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, autoscaler.stopping.set)
         log.info(
-            "autoscaler reading %s, max idle %.1fs%s; metrics on %s/metrics",
-            autoscaler.source.description,
+            "autoscaler reading %s, max idle %.1fs%s",
+            watched.description,
             policy.max_idle,
             " (dry run)" if policy.dry_run else "",
-            base,
         )
-        print(f"{base}/metrics", flush=True)
-        await autoscaler.run(args.interval)
-        await runner.cleanup()
-    log.info("autoscaler stopped")
-    return 0
+        app = create_app(autoscaler, registry, watched.not_ready)
+        return await serve_until_signal(
+            "autoscaler",
+            serve_app(app, daemon.web_listen_address, web, path="/metrics"),
+            lambda: autoscaler.run(daemon.interval),
+            stop=autoscaler.stopping.set,
+        )

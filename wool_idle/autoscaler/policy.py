@@ -54,7 +54,7 @@ class PolicySettings:
     min_workers: int = 1
     max_stops_per_cycle: int = DEFAULT_MAX_STOPS_PER_CYCLE
     cooldown: float = 300.0
-    max_age: float = 60.0
+    max_staleness: float = 60.0
     dry_run: bool = False
 
     def __post_init__(self) -> None:
@@ -109,7 +109,7 @@ def _disqualifier(reading: Reading, settings: PolicySettings) -> Verdict | None:
         return Verdict.UNSUPPORTED
     if not valid_idle(reading.idle):
         return Verdict.INVALID_VALUE
-    if not (0 <= reading.age <= settings.max_age):
+    if not (0 <= reading.age <= settings.max_staleness):
         return Verdict.STALE
     assert reading.idle is not None
     if reading.idle < settings.max_idle:

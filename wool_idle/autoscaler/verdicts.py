@@ -59,7 +59,7 @@ class Verdict(StrEnum):
     INVALID_VALUE = _blocking("invalid_value")
     """No idle value, or one that is not a finite number >= 0."""
     STALE = _blocking("stale")
-    """The idle sample's age is unknown, negative or over ``max_age``."""
+    """The idle sample's age is unknown, negative or over ``max_staleness``."""
     CONFLICTING = _blocking("conflicting")
     """Two series or readings of this worker disagree."""
     INVALID_ADDRESS = _blocking("invalid_address")

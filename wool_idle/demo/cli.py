@@ -12,9 +12,10 @@ import signal
 import sys
 import time
 import urllib.request
-from typing import Any
 
-from wool_idle import logs, options
+from wool_idle import logs
+from wool_idle.cli.parser import Parser, help_from_docstring
+from wool_idle.cli.values import DURATION, POSITIVE_DURATION, whole_number
 from wool_idle.demo import table
 from wool_idle.demo.tasks import crunch
 from wool_idle.exceptions import WoolError
@@ -23,40 +24,17 @@ from wool_idle.worker import LocalWorker, WorkerConnection
 CHILD_EXIT_TIMEOUT = 15.0
 
 
-def register(subparsers: Any) -> None:
+def register(root: Parser) -> None:
     """Add ``demo`` to the top-level parser."""
-    parser = subparsers.add_parser(
-        "demo", help="watch idle workers being retired", description=options.plain(__doc__)
+    parser = root.add_subcommand(
+        "demo", help="watch idle workers being retired", description=help_from_docstring(__doc__)
     )
-    options.add(parser, "--workers", type=options.count(2), default=5, help="workers to start")
-    options.add(
-        parser,
-        "--busy",
-        type=options.count(1),
-        default=2,
-        help="workers kept busy with a stream of tasks",
-    )
-    options.add(
-        parser,
-        "--max-idle",
-        type=options.positive_duration,
-        default=10.0,
-        help="retire workers idle this long",
-    )
-    options.add(
-        parser,
-        "--duration",
-        type=options.duration,
-        default=45.0,
-        help="how long the demo runs (0: until Ctrl-C)",
-    )
-    options.add(
-        parser,
-        "--refresh",
-        type=options.positive_duration,
-        default=1.0,
-        help="how often the table is redrawn",
-    )
+    demo = parser.section("demo")
+    demo.add("--workers", whole_number(2), "workers to start", default=5)
+    demo.add("--busy", whole_number(1), "workers kept busy with a stream of tasks", default=2)
+    demo.add("--max-idle", POSITIVE_DURATION, "retire workers idle this long", default=10.0)
+    demo.add("--duration", DURATION, "how long the demo runs (0: until Ctrl-C)", default=45.0)
+    demo.add("--refresh", POSITIVE_DURATION, "how often the table is redrawn", default=1.0)
     parser.set_defaults(func=run, parser=parser)
 
 
@@ -64,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo; every child process is gone when it returns."""
     if args.busy >= args.workers:
         args.parser.error("argument --busy: must be less than --workers")
-    logs.configure("text", "warning")
+    logs.configure(logs.LogSettings(log_level="warning"))
     return asyncio.run(Demo(args).run())
 
 
@@ -136,7 +114,9 @@ class Demo:
         for index, address in enumerate(addresses):
             self.roles[address] = "busy" if index < self.args.busy else "idle"
         targets = [flag for address in addresses for flag in ("--target", address)]
-        exporter, exporter_url = await _spawn("exporter", "--listen", "127.0.0.1:0", *targets)
+        exporter, exporter_url = await _spawn(
+            "exporter", "--web.listen-address", "127.0.0.1:0", *targets
+        )
         self.children.append(exporter)
         interval = max(0.5, min(2.0, self.args.max_idle / 5))
         autoscaler, autoscaler_url = await _spawn(
@@ -151,7 +131,7 @@ class Demo:
             "1",
             "--grace",
             "5s",
-            "--listen",
+            "--web.listen-address",
             "127.0.0.1:0",
         )
         self.children.append(autoscaler)

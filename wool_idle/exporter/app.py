@@ -19,10 +19,11 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from wool_idle.endpoints import render_metrics
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
 from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.web.app import Landing, create_base_app
+from wool_idle.web.metrics import render_metrics
 from wool_idle.worker.address import parse_address
 
 SCRAPE_TIMEOUT_HEADER: Final = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -75,7 +76,12 @@ def create_app(
     """The exporter application; ``registry`` holds the process-wide collectors
     (process, platform) and gets the exporter's own collector added."""
     registry.register(ExporterCollector(prober, targets))
-    app = web.Application()
+    landing = Landing(
+        title="wool-idle exporter",
+        links=("/metrics",),
+        body=lambda: targets_table(targets.all(), prober.last),
+    )
+    app = create_base_app(landing, readiness=lambda: _not_ready(targets))
 
     async def metrics(request: web.Request) -> web.Response:
         results = await prober.fan_out(targets.all(), scrape_budget(request, settings))
@@ -94,27 +100,17 @@ def create_app(
         result = await prober.probe_adhoc(target, time.monotonic() + budget)
         return render_metrics(request, ProbeCollector([result]))
 
-    async def landing(request: web.Request) -> web.Response:
-        return web.Response(text=landing_page(targets.all(), prober.last), content_type="text/html")
-
-    async def healthy(request: web.Request) -> web.Response:
-        return web.Response(text="OK\n")
-
-    async def ready(request: web.Request) -> web.Response:
-        if not targets.loaded:
-            raise web.HTTPServiceUnavailable(text="targets file not loaded yet\n")
-        return web.Response(text="OK\n")
-
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/probe", probe)
-    app.router.add_get("/", landing)
-    app.router.add_get("/-/healthy", healthy)
-    app.router.add_get("/-/ready", ready)
     return app
 
 
-def landing_page(targets: list[Target], last: dict[str, ProbeResult]) -> str:
-    """A small HTML page: links, and each target with its last known state."""
+def _not_ready(targets: TargetSet) -> str | None:
+    return None if targets.loaded else "targets file not loaded yet"
+
+
+def targets_table(targets: list[Target], last: dict[str, ProbeResult]) -> str:
+    """The landing page's table: each target with its last known state."""
     rows = []
     for target in targets:
         result = last.get(target.address)
@@ -124,14 +120,7 @@ def landing_page(targets: list[Target], last: dict[str, ProbeResult]) -> str:
             f'<tr><td><a href="{link}">{html.escape(target.address)}</a></td>'
             f"<td>{html.escape(state)}</td></tr>"
         )
-    return (
-        "<!doctype html><html><head><title>wool-idle exporter</title></head><body>"
-        "<h1>wool-idle exporter</h1>"
-        '<p><a href="/metrics">/metrics</a> (all workers) · '
-        '<a href="/-/healthy">/-/healthy</a> · <a href="/-/ready">/-/ready</a></p>'
-        f"<table><tr><th>worker</th><th>last state</th></tr>{''.join(rows)}</table>"
-        "</body></html>"
-    )
+    return f"<table><tr><th>worker</th><th>last state</th></tr>{''.join(rows)}</table>"
 
 
 def _state(result: ProbeResult | None) -> str:

@@ -6,119 +6,102 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
-from typing import Any, Final
 
-from wool_idle import logs, options
-from wool_idle.endpoints import EXPORTER_PORT, start_site
+from wool_idle.cli.log_flags import add_log_flags, configure_logging
+from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
+from wool_idle.cli.serve import serve_until_signal
+from wool_idle.cli.tls_flags import add_client_tls_flags, client_tls
+from wool_idle.cli.values import ADDRESS, DURATION, FILE, POSITIVE_DURATION, whole_number
+from wool_idle.cli.web_flags import add_web_flags, web_config
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
 from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.targets import Target, TargetSet
-from wool_idle.webconfig import WebConfig
+from wool_idle.web.config import WebConfig
+from wool_idle.web.metrics import register_build_info
+from wool_idle.web.site import serve_app
 from wool_idle.worker import ClientTls
 
 log = logging.getLogger("wool_idle.exporter")
 
-DEFAULT_LISTEN: Final = f"127.0.0.1:{EXPORTER_PORT}"
 
-
-def register(subparsers: Any) -> None:
+def register(root: Parser) -> None:
     """Add ``exporter`` to the top-level parser."""
-    parser = subparsers.add_parser(
-        "exporter", help="serve worker idle time to Prometheus", description=options.plain(__doc__)
+    parser = root.add_subcommand(
+        "exporter",
+        help="serve worker idle time to Prometheus",
+        description=help_from_docstring(__doc__),
+        settings=(ExporterSettings, DaemonSettings),
     )
-    options.add(
-        parser,
-        "--listen",
-        type=options.listen_address,
-        default=DEFAULT_LISTEN,
-        help=f"HTTP host:port (default {DEFAULT_LISTEN})",
-    )
-    options.add(
-        parser,
-        "--target",
-        action="append",
-        type=options.address,
-        default=[],
-        help="a worker to scrape, host:port or unix:/path (repeatable)",
-    )
-    options.add(parser, "--targets-file", help="Prometheus file_sd JSON/YAML of workers")
-    options.add(
-        parser,
+    targets = parser.section("targets", "which workers to scrape")
+    targets.add("--target", ADDRESS, "workers to scrape, host:port or unix:/path", repeatable=True)
+    targets.add("--targets-file", FILE, "Prometheus file_sd JSON/YAML of workers")
+    targets.add(
         "--targets-refresh",
-        type=options.positive_duration,
-        default=5.0,
-        help="how often the targets file is checked for changes (also on SIGHUP)",
+        POSITIVE_DURATION,
+        "how often the targets file is checked for changes (also on SIGHUP)",
     )
-    options.add(
-        parser,
+    scrape = parser.section("scrape", "how a scrape asks the workers")
+    scrape.add(
         "--timeout",
-        type=options.positive_duration,
-        default=5.0,
-        help="deadline of one worker's idle RPC and of a whole scrape",
+        POSITIVE_DURATION,
+        "deadline of one worker's idle RPC and of a whole scrape",
     )
-    options.add(
-        parser,
+    scrape.add(
         "--timeout-offset",
-        type=options.duration,
-        default=0.5,
-        help="subtracted from Prometheus's X-Prometheus-Scrape-Timeout-Seconds",
+        DURATION,
+        "subtracted from Prometheus's X-Prometheus-Scrape-Timeout-Seconds",
     )
-    options.add(
-        parser,
-        "--concurrency",
-        type=options.count(1),
-        default=256,
-        help="idle RPCs in flight at once",
-    )
-    options.add_client_tls(parser)
-    options.add_web_config(parser)
-    options.add_logging(parser)
+    scrape.add("--concurrency", whole_number(1), "idle RPCs in flight at once")
+    add_client_tls_flags(parser)
+    add_web_flags(parser)
+    add_log_flags(parser)
     parser.set_defaults(func=run, parser=parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the exporter until SIGTERM or SIGINT."""
-    tls = options.client_tls(args.parser, args)
-    web = options.web_config(args.parser, args)
-    if args.web_config_check:
-        print(f"{args.web_config_file}: OK")
-        return 0
-    logs.configure(args.log_format, args.log_level)
-    targets = TargetSet(static=tuple(Target(a) for a in args.target), path=args.targets_file)
+    tls = client_tls(args.parser, args)
+    web = web_config(args.parser, args)
+    daemon = settings_from(args, DaemonSettings)
+    configure_logging(args)
+    targets = TargetSet(static=tuple(Target(a) for a in daemon.target), path=daemon.targets_file)
     targets.reload(force=True)
-    return asyncio.run(_serve(args, targets, tls, web))
+    return asyncio.run(_serve(daemon, settings_from(args, ExporterSettings), targets, tls, web))
 
 
 async def _serve(
-    args: argparse.Namespace, targets: TargetSet, tls: ClientTls | None, web: WebConfig
+    daemon: DaemonSettings,
+    settings: ExporterSettings,
+    targets: TargetSet,
+    tls: ClientTls | None,
+    web: WebConfig,
 ) -> int:
-    prober = Prober(tls=tls, timeout=args.timeout, concurrency=args.concurrency)
-    settings = ExporterSettings(timeout=args.timeout, timeout_offset=args.timeout_offset)
-    app = create_app(targets, prober, process_registry(), settings)
+    prober = Prober(tls=tls, timeout=settings.timeout, concurrency=daemon.concurrency)
+    registry = process_registry()
+    register_build_info(registry)
+    app = create_app(targets, prober, registry, settings)
+    stopped = asyncio.Event()
+    refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))
+    reloads: set[asyncio.Future[bool]] = set()
+
+    def reload() -> None:
+        """Re-read the targets file off the event loop (SIGHUP)."""
+        task = asyncio.ensure_future(targets.refresh(force=True))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    log.info("exporter scraping %d targets", len(targets.all()))
     try:
-        runner, base = await start_site(app, args.listen, web)
-    except OSError as error:
-        log.error("cannot listen on %s: %s", args.listen, error)
-        return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, lambda: targets.reload(force=True))
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    refresher = asyncio.ensure_future(targets.watch(args.targets_refresh))
-    log.info("exporter listening on %s/metrics with %d targets", base, len(targets.all()))
-    print(f"{base}/metrics", flush=True)
-    await stop.wait()
-    refresher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await refresher
-    await runner.cleanup()
-    await prober.close()
-    return 0
-
-
-async def _refresh(targets: TargetSet, interval: float) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        targets.reload()
+        return await serve_until_signal(
+            "exporter",
+            serve_app(app, daemon.web_listen_address, web, path="/metrics"),
+            stopped.wait,
+            stop=stopped.set,
+            reload=reload,
+        )
+    finally:
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
+        await prober.close()

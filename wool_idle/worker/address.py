@@ -8,25 +8,32 @@ from typing import Final
 
 UNIX_PREFIX: Final = "unix:"
 _HOSTNAME: Final = re.compile(
-    r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?$"
+    r"(?=.{1,253}\Z)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_-]{1,63})*\.?", re.ASCII
 )
+_PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def parse_address(text: str, *, listen: bool = False) -> str:
     """Return ``text`` if it is a valid worker address, else raise ``ValueError``.
 
-    TCP addresses need a port in 1..65535 (``listen=True`` also allows 0, an
-    ephemeral port). Unix socket addresses need a non-empty path.
+    TCP addresses need a port of ASCII digits in 1..65535 (``listen=True`` also
+    allows 0, an ephemeral port) and an ASCII host. Unix socket addresses need a
+    non-empty path. No address holds a control character (a newline, a NUL).
     """
+    if _CONTROL.search(text):
+        raise ValueError(f"invalid address {text!r}: control character")
     if text.startswith(UNIX_PREFIX):
         if not text[len(UNIX_PREFIX) :].strip("/"):
             raise ValueError(f"invalid address {text!r}: unix socket path is empty")
         return text
+    if not text.isascii():
+        raise ValueError(f"invalid address {text!r}: host and port must be ASCII")
     host, sep, port = text.rpartition(":")
     if not sep or not host:
         raise ValueError(f"invalid address {text!r}: expected host:port or unix:/path")
     _check_host(text, host)
-    if not port.isdigit() or not (0 if listen else 1) <= int(port) <= 65535:
+    if not _PORT.fullmatch(port) or not (0 if listen else 1) <= int(port) <= 65535:
         raise ValueError(f"invalid address {text!r}: port must be a number in 1..65535")
     return text
 
@@ -39,5 +46,5 @@ def _check_host(text: str, host: str) -> None:
         except ValueError:
             raise ValueError(f"invalid address {text!r}: bad IPv6 host") from None
         return
-    if ":" in host or not _HOSTNAME.match(host):
+    if not _HOSTNAME.fullmatch(host):
         raise ValueError(f"invalid address {text!r}: bad host {host!r}")

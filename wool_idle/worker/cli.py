@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import signal
+import contextlib
 import sys
-from typing import Any, Final
+from collections.abc import AsyncIterator
+from typing import Final
 
-from wool_idle import logs, options
+from wool_idle.cli.log_flags import add_log_flags, configure_logging
+from wool_idle.cli.parser import Parser, help_from_docstring
+from wool_idle.cli.serve import serve_until_signal
+from wool_idle.cli.tls_flags import (
+    add_client_tls_flags,
+    add_server_tls_flags,
+    client_tls,
+    server_tls,
+)
+from wool_idle.cli.values import (
+    ADDRESS,
+    DURATION,
+    GRACE,
+    LISTEN_ADDRESS,
+    POSITIVE_DURATION,
+    TEXT,
+    Value,
+    whole_number,
+)
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker.auth import MethodPolicy
@@ -18,8 +36,9 @@ from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
 
-log = logging.getLogger("wool_idle.worker")
-
+IDENTITY: Final = Value("IDENTITY", TEXT.parse)
+IDLE_TIMEOUT: Final = 5.0
+"""Default deadline of ``wool-idle idle``'s RPC."""
 EXIT_OK: Final = 0
 EXIT_UNSUPPORTED: Final = 3
 """``idle``: the worker predates the idle RPC. ``stop``: the worker refused (not idle enough)."""
@@ -27,120 +46,88 @@ EXIT_UNREACHABLE: Final = 4
 EXIT_RPC_ERROR: Final = 5
 
 
-def register(subparsers: Any) -> None:
+def register(parser: Parser) -> None:
     """Add the worker's subcommands to the top-level parser."""
-    worker = subparsers.add_parser(
-        "worker", help="run a worker", description=options.plain(run_worker.__doc__)
+    worker = parser.add_subcommand(
+        "worker", help="run a worker", description=help_from_docstring(run_worker.__doc__)
     )
-    options.add(
-        worker,
+    serving = worker.section("serving")
+    serving.add(
         "--listen",
-        type=options.listen_address,
+        LISTEN_ADDRESS,
+        "host:port (port 0 picks one) or unix:/path",
         default="127.0.0.1:0",
-        help="host:port (port 0 picks one) or unix:/path",
     )
-    options.add(worker, "--tls-cert", help="PEM server certificate (enables TLS)")
-    options.add(worker, "--tls-key", help="PEM server key")
-    options.add(
-        worker,
-        "--tls-client-ca",
-        help="PEM CA that client certificates must chain to (enables mutual TLS)",
-    )
-    options.add(
-        worker,
+    serving.add(
         "--grace",
-        type=options.grace_duration,
+        GRACE,
+        "how long SIGTERM drains in-flight tasks ('forever' for no limit)",
         default=DEFAULT_GRACE,
-        help="how long SIGTERM drains in-flight tasks ('forever' for no limit)",
     )
-    options.add(
-        worker,
+    serving.add(
         "--max-in-flight",
-        type=options.count(0),
+        whole_number(0),
+        "refuse new tasks with RESOURCE_EXHAUSTED beyond this many (0: no limit)",
         default=0,
-        help="refuse new tasks with RESOURCE_EXHAUSTED beyond this many (0: no limit)",
     )
-    options.add(
-        worker,
-        "--allow-stop",
-        action="append",
-        default=[],
-        help="client identity (certificate SAN) allowed to call stop; repeatable; needs "
-        "--tls-client-ca (default: every authenticated client)",
-    )
-    options.add(
-        worker,
-        "--allow-dispatch",
-        action="append",
-        default=[],
-        help="client identity allowed to dispatch tasks; repeatable; needs --tls-client-ca "
-        "(default: every authenticated client)",
-    )
-    options.add_logging(worker)
+    add_server_tls_flags(worker)
+    access = worker.section("access", "who may call what; needs --tls-client-ca")
+    for method, what in (("stop", "call stop"), ("dispatch", "dispatch tasks")):
+        access.add(
+            f"--allow-{method}",
+            IDENTITY,
+            f"client identities (certificate SANs) allowed to {what} "
+            "(default: every authenticated client)",
+            default=(),
+            repeatable=True,
+        )
+    add_log_flags(worker)
     worker.set_defaults(func=run_worker, parser=worker)
 
-    idle = subparsers.add_parser(
+    idle = parser.add_subcommand(
         "idle",
         help="print a worker's idle seconds",
-        description=options.plain(idle_command.__doc__),
+        description=help_from_docstring(idle_command.__doc__),
     )
-    idle.add_argument("target", type=options.address, help="host:port or unix:/path")
-    options.add(
-        idle,
-        "--timeout",
-        type=options.positive_duration,
-        default=5.0,
-        help="deadline of the idle RPC",
+    idle.add_positional("target", ADDRESS, "host:port or unix:/path")
+    idle.section("RPC").add(
+        "--timeout", POSITIVE_DURATION, "deadline of the idle RPC", default=IDLE_TIMEOUT
     )
-    options.add_client_tls(idle)
+    add_client_tls_flags(idle)
     idle.set_defaults(func=idle_command, parser=idle)
 
-    stop = subparsers.add_parser(
-        "stop", help="stop a worker", description=options.plain(stop_command.__doc__)
+    stop = parser.add_subcommand(
+        "stop", help="stop a worker", description=help_from_docstring(stop_command.__doc__)
     )
-    stop.add_argument("target", type=options.address, help="host:port or unix:/path")
-    options.add(
-        stop,
+    stop.add_positional("target", ADDRESS, "host:port or unix:/path")
+    rpc = stop.section("RPC")
+    rpc.add(
         "--grace",
-        type=options.grace_duration,
+        GRACE,
+        "how long the worker drains in-flight tasks (0 cancels them; 'forever')",
         default=DEFAULT_GRACE,
-        help="how long the worker drains in-flight tasks (0 cancels them; 'forever')",
     )
-    options.add(
-        stop,
+    rpc.add(
         "--if-idle-for",
-        type=options.duration,
-        help="stop only if the worker has been idle at least this long",
+        DURATION,
+        "stop only if the worker has been idle at least this long",
+        default=None,
     )
-    options.add(
-        stop,
+    rpc.add(
         "--timeout",
-        type=options.positive_duration,
-        help="deadline of the stop RPC (default: grace + 10s)",
+        POSITIVE_DURATION,
+        "deadline of the stop RPC (default: grace + 10s)",
+        default=None,
     )
-    options.add_client_tls(stop)
+    add_client_tls_flags(stop)
     stop.set_defaults(func=stop_command, parser=stop)
 
 
-def _server_tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ServerTls | None:
-    if not (args.tls_cert or args.tls_key or args.tls_client_ca):
-        return None
-    if not (args.tls_cert and args.tls_key):
-        parser.error("argument --tls-cert/--tls-key: TLS needs both")
-    for flag in ("--tls-cert", "--tls-key", "--tls-client-ca"):
-        options.require_readable(parser, flag, getattr(args, flag[2:].replace("-", "_")))
-    return ServerTls(
-        cert_file=args.tls_cert, key_file=args.tls_key, client_ca_file=args.tls_client_ca
-    )
-
-
-def _authorization(parser: argparse.ArgumentParser, args: argparse.Namespace) -> MethodPolicy:
+def _authorization(parser: Parser, args: argparse.Namespace) -> MethodPolicy:
     allowed = {"stop": args.allow_stop, "dispatch": args.allow_dispatch}
     for method, identities in allowed.items():
         if identities and not args.tls_client_ca:
             parser.error(f"argument --allow-{method}: needs mutual TLS (--tls-client-ca)")
-        if any(not identity.strip() for identity in identities):
-            parser.error(f"argument --allow-{method}: identity must not be empty")
     return MethodPolicy({m: frozenset(ids) for m, ids in allowed.items() if ids})
 
 
@@ -149,9 +136,9 @@ def run_worker(args: argparse.Namespace) -> int:
 
     Prints the address clients should use on one line once it serves.
     """
-    tls = _server_tls(args.parser, args)
+    tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
-    logs.configure(args.log_format, args.log_level)
+    configure_logging(args)
     return asyncio.run(_serve(args, tls, authorization))
 
 
@@ -164,25 +151,20 @@ async def _serve(
         authorization=authorization,
     )
     server = WorkerServer(args.listen, service, tls=tls)
-    try:
-        address = await server.start()
-    except (OSError, RuntimeError) as error:
-        log.error("cannot listen on %s: %s", args.listen, error)
-        return 1
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, service.shutdown, args.grace)
-    log.info("worker serving on %s", address)
-    print(address, flush=True)
-    await server.wait_closed()
-    log.info("worker stopped")
-    return EXIT_OK
+
+    @contextlib.asynccontextmanager
+    async def serving() -> AsyncIterator[str]:
+        yield await server.start()
+
+    return await serve_until_signal(
+        "worker", serving(), server.wait_closed, stop=lambda: service.shutdown(args.grace)
+    )
 
 
 def idle_command(args: argparse.Namespace) -> int:
     """Print a worker's idle seconds. Exit 0 on success, 3 if the worker predates
     the idle RPC, 4 if it is unreachable, 5 on any other RPC error."""
-    tls = options.client_tls(args.parser, args)
+    tls = client_tls(args.parser, args)
 
     async def ask() -> float:
         async with WorkerConnection(args.target, tls=tls) as connection:
@@ -199,7 +181,7 @@ def idle_command(args: argparse.Namespace) -> int:
 def stop_command(args: argparse.Namespace) -> int:
     """Stop a worker. Exit 0 once it has drained, 3 if it refused a conditional
     stop (not idle long enough), 4 if it is unreachable, 5 on any other RPC error."""
-    tls = options.client_tls(args.parser, args)
+    tls = client_tls(args.parser, args)
     timeout = args.timeout or stop_deadline(args.grace)
 
     async def stop() -> None:

@@ -108,7 +108,7 @@ class TestSourcesOverHttp:
 
 # --- Property: arbitrary bodies over real HTTP -------------------------------------------
 
-SETTINGS = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=100, max_age=30.0)
+SETTINGS = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=100, max_staleness=30.0)
 SERIES = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
 WORKERS = ("a:1", "b:1", "127.0.0.1:9", "worker-name", "a:1 ", "unix:/w.sock", "", "[::1]:5")
 NUMBERS = ("500", "60", "0", "1", "-1", "NaN", "+Inf", "1e999", "abc", " 500", "1_000")
@@ -311,7 +311,7 @@ def _number(value: object) -> float | None:
 def _is_candidate(worker: str, series: dict[str, list], ages: list, alerting: bool) -> bool:
     """Whether the raw samples of ``worker`` make it a valid candidate: an address, every
     sample of each series agreeing, up and supported 1, idle finite and >= max_idle,
-    every age equal and within max_age, and alerting."""
+    every age equal and within max_staleness, and alerting."""
     try:
         parse_address(worker)
     except ValueError:
@@ -322,7 +322,7 @@ def _is_candidate(worker: str, series: dict[str, list], ages: list, alerting: bo
     (value,) = set(idle)
     if not (valid_idle(value) and value >= SETTINGS.max_idle):
         return False
-    return len(set(ages)) == 1 and 0 <= ages[0] <= SETTINGS.max_age and alerting
+    return len(set(ages)) == 1 and 0 <= ages[0] <= SETTINGS.max_staleness and alerting
 
 
 def _exposition_samples(text: str, worker: str) -> dict[str, list]:

@@ -1,8 +1,7 @@
-"""The exporter-toolkit web configuration file and basic auth."""
+"""The exporter-toolkit web configuration file."""
 
 from __future__ import annotations
 
-import base64
 import ssl
 from pathlib import Path
 
@@ -11,14 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wool_idle.basicauth import BasicAuth
-from wool_idle.webconfig import WebConfig, WebConfigError, load_web_config, parse_web_config
+from wool_idle.web.config import WebConfig, WebConfigError, load_web_config, parse_web_config
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$")
-
-
-def header(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 class TestParseWebConfig:
@@ -94,29 +88,3 @@ class TestParseWebConfig:
         except WebConfigError:
             return
         assert isinstance(config, WebConfig)
-
-
-class TestBasicAuth:
-    @pytest.mark.parametrize(
-        ("value", "expected"),
-        [
-            (header("prometheus", "s3cret"), True),
-            (header("prometheus", "wrong"), False),
-            (header("mallory", "s3cret"), False),
-            (None, False),
-            ("Bearer abc", False),
-            ("Basic !!!", False),
-            ("Basic " + base64.b64encode(b"no-colon").decode(), False),
-        ],
-    )
-    async def test_check(self, value, expected: bool) -> None:
-        """Given one user, when headers are checked, then only the right pair passes."""
-        auth = BasicAuth({"prometheus": HASH.encode()})
-        assert await auth.check(value) is expected
-        assert await auth.check(value) is expected  # remembered results agree
-
-    def test_unknown_user_checked_at_same_cost(self) -> None:
-        """Given users hashed at some cost, then an unknown user is checked against a
-        dummy hash of the same cost (same time as a wrong password)."""
-        auth = BasicAuth({"prometheus": HASH.encode()})
-        assert auth._dummy.split(b"$")[2] == HASH.encode().split(b"$")[2]

@@ -1,0 +1,284 @@
+"""The command-line mechanism: environment per subcommand, aliases, defaults from the
+settings dataclasses, grouped help, --version."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+import wool_idle
+from wool_idle.autoscaler.daemon import ActionSettings
+from wool_idle.autoscaler.policy import PolicySettings
+from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
+from wool_idle.cli import build_parser, main
+from wool_idle.cli.parser import settings_from
+from wool_idle.exporter.app import ExporterSettings
+from wool_idle.exporter.settings import DaemonSettings as ExporterDaemonSettings
+from wool_idle.logs import LogSettings
+
+SUBCOMMANDS = ["worker", "idle", "stop", "exporter", "autoscaler", "demo"]
+
+
+def parse(args: list[str]):
+    return build_parser().parse_args(args)
+
+
+class TestEnvironmentPerSubcommand:
+    def test_parse_args_ignores_variables_of_other_subcommands(self, monkeypatch) -> None:
+        """Given a shared environment with a bad WOOL_IDLE_TARGET (an exporter flag),
+        when `worker` is parsed, then it parses; when `exporter` is, it exits 2 naming
+        the exporter and the variable."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_TARGET", "garbage")
+        # Act
+        worker = parse(["worker"])
+        with pytest.raises(SystemExit) as exited:
+            parse(["exporter"])
+        # Assert
+        assert worker.command == "worker"
+        assert exited.value.code == 2
+
+    def test_parse_args_error_names_the_subcommand_in_use(self, monkeypatch, capsys) -> None:
+        """Given bad WOOL_IDLE_TIMEOUT, when `stop` is parsed, then the error is stop's."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_TIMEOUT", "soon")
+        # Act
+        with pytest.raises(SystemExit):
+            parse(["stop", "127.0.0.1:1"])
+        # Assert
+        assert capsys.readouterr().err.startswith(
+            "wool-idle stop: error: argument --timeout (from WOOL_IDLE_TIMEOUT)"
+        )
+
+    def test_parse_args_list_with_blanks_after_commas(self, monkeypatch) -> None:
+        """Given targets `a, b` (a blank after the comma) in the variable, when parsed,
+        then both targets, stripped."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_TARGET", "127.0.0.1:1, 127.0.0.1:2")
+        # Act
+        parsed = parse(["exporter"])
+        # Assert
+        assert parsed.target == ["127.0.0.1:1", "127.0.0.1:2"]
+
+    def test_parse_args_list_flag_repeated_and_comma_separated(self) -> None:
+        """Given --target twice, once with a comma-separated list, then every target."""
+        # Act
+        parsed = parse(["exporter", "--target", "127.0.0.1:1, 127.0.0.1:2", "--target", "h:3"])
+        # Assert
+        assert parsed.target == ["127.0.0.1:1", "127.0.0.1:2", "h:3"]
+
+    @pytest.mark.parametrize("source", ["environment", "command line"])
+    def test_parse_args_blank_allow_list_refused_alike(
+        self, source: str, monkeypatch, capsys
+    ) -> None:
+        """Given `--allow-stop " , "` in the variable or on the command line, when
+        parsed, then both exit 2 at parsing naming --allow-stop (a blank list never
+        means "anyone may stop")."""
+        # Arrange
+        args = ["worker"]
+        if source == "environment":
+            monkeypatch.setenv("WOOL_IDLE_ALLOW_STOP", " , ")
+        else:
+            args += ["--allow-stop", " , "]
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(args)
+        # Assert
+        assert exited.value.code == 2
+        assert "argument --allow-stop" in capsys.readouterr().err
+
+    @pytest.mark.parametrize(("word", "expected"), [("TRUE", True), (" on ", True), ("0", False)])
+    def test_parse_args_boolean_variable(self, word: str, expected: bool, monkeypatch) -> None:
+        """Given WOOL_IDLE_DRY_RUN set to a word of the documented sets, then the switch
+        follows it."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_DRY_RUN", word)
+        # Act
+        parsed = parse(["autoscaler", "--max-idle", "1m"])
+        # Assert
+        assert parsed.dry_run is expected
+
+    @pytest.mark.parametrize("word", ['"true"', "enabled", ""])
+    def test_parse_args_boolean_variable_outside_the_sets(self, word: str, monkeypatch) -> None:
+        """Given WOOL_IDLE_DRY_RUN quoted as an env file would, or a synonym, or empty,
+        when parsed, then exit 2 (it never falls back to real stops)."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_DRY_RUN", word)
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(["autoscaler", "--max-idle", "1m"])
+        # Assert
+        assert exited.value.code == 2
+
+    def test_parse_args_command_line_wins_over_environment(self, monkeypatch) -> None:
+        """Given WOOL_IDLE_INTERVAL and --interval, then the flag's value."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_INTERVAL", "1m")
+        # Act
+        parsed = parse(["autoscaler", "--max-idle", "1m", "--interval", "5s"])
+        # Assert
+        assert parsed.interval == 5.0
+
+    def test_parse_args_required_flag_from_environment(self, monkeypatch) -> None:
+        """Given WOOL_IDLE_MAX_IDLE, when `autoscaler` is parsed without --max-idle,
+        then the variable fills the required flag."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_MAX_IDLE", "10m")
+        # Act
+        parsed = parse(["autoscaler"])
+        # Assert
+        assert parsed.max_idle == 600.0
+
+    def test_parse_args_exclusive_flags_across_sources(self, monkeypatch, capsys) -> None:
+        """Given WOOL_IDLE_PROMETHEUS_URL and --metrics-url, then exit 2: one source only."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_PROMETHEUS_URL", "http://prometheus:9090")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(["autoscaler", "--max-idle", "1m", "--metrics-url", "http://e/metrics"])
+        # Assert
+        assert exited.value.code == 2
+        assert "--prometheus-url: not allowed with argument --metrics-url" in (
+            capsys.readouterr().err
+        )
+
+
+class TestAliases:
+    @pytest.mark.parametrize("command", [["exporter"], ["autoscaler", "--max-idle", "1m"]])
+    @pytest.mark.parametrize(
+        ("old", "new", "value", "dest"),
+        [
+            ("--listen", "--web.listen-address", "127.0.0.1:0", "web_listen_address"),
+            ("--log-level", "--log.level", "debug", "log_level"),
+            ("--log-format", "--log.format", "json", "log_format"),
+        ],
+    )
+    def test_parse_args_old_spelling_is_an_alias(
+        self, command: list[str], old: str, new: str, value: str, dest: str
+    ) -> None:
+        """Given the old spelling of a renamed flag, then the same value as the new one."""
+        # Act
+        by_old = parse([*command, old, value])
+        by_new = parse([*command, new, value])
+        # Assert
+        assert getattr(by_old, dest) == getattr(by_new, dest) == value
+
+    def test_parse_args_old_variable_is_an_alias(self, monkeypatch) -> None:
+        """Given WOOL_IDLE_LISTEN (the old variable), then the web listen address."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_LISTEN", "unix:/run/wool-idle.sock")
+        # Act
+        parsed = parse(["exporter"])
+        # Assert
+        assert parsed.web_listen_address == "unix:/run/wool-idle.sock"
+
+    def test_parse_args_old_and_new_variables_disagree(self, monkeypatch, capsys) -> None:
+        """Given WOOL_IDLE_LISTEN and WOOL_IDLE_WEB_LISTEN_ADDRESS with different values,
+        when parsed, then exit 2 naming both."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_LISTEN", "127.0.0.1:1")
+        monkeypatch.setenv("WOOL_IDLE_WEB_LISTEN_ADDRESS", "127.0.0.1:2")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(["exporter"])
+        # Assert
+        assert exited.value.code == 2
+        assert "WOOL_IDLE_WEB_LISTEN_ADDRESS and WOOL_IDLE_LISTEN disagree" in (
+            capsys.readouterr().err
+        )
+
+    def test_parse_args_old_and_new_variables_agree(self, monkeypatch) -> None:
+        """Given both variables with the same value, then that value."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_LISTEN", "127.0.0.1:1")
+        monkeypatch.setenv("WOOL_IDLE_WEB_LISTEN_ADDRESS", "127.0.0.1:1")
+        # Act
+        parsed = parse(["exporter"])
+        # Assert
+        assert parsed.web_listen_address == "127.0.0.1:1"
+
+
+class TestDefaults:
+    def test_autoscaler_defaults_are_the_settings_defaults(self) -> None:
+        """Given `autoscaler --max-idle 1m` and nothing else, when its settings are built
+        from the flags, then they equal the dataclasses' own defaults."""
+        # Act
+        args = parse(["autoscaler", "--max-idle", "1m"])
+        # Assert
+        assert settings_from(args, PolicySettings) == PolicySettings(max_idle=60.0)
+        assert settings_from(args, ActionSettings) == ActionSettings()
+        assert settings_from(args, SourceSettings) == SourceSettings()
+        assert settings_from(args, DaemonSettings) == DaemonSettings()
+        assert settings_from(args, LogSettings) == LogSettings()
+
+    def test_exporter_defaults_are_the_settings_defaults(self) -> None:
+        """Given `exporter` alone, then its settings equal the dataclasses' defaults."""
+        # Act
+        args = parse(["exporter"])
+        # Assert
+        assert settings_from(args, ExporterSettings) == ExporterSettings()
+        assert settings_from(args, ExporterDaemonSettings) == ExporterDaemonSettings()
+
+    def test_max_staleness_fills_max_staleness(self) -> None:
+        """Given --max-staleness, then PolicySettings.max_staleness (one name end to end)."""
+        # Act
+        args = parse(["autoscaler", "--max-idle", "1m", "--max-staleness", "90s"])
+        # Assert
+        assert settings_from(args, PolicySettings).max_staleness == 90.0
+
+
+class TestHelp:
+    @pytest.mark.parametrize(
+        ("command", "sections", "defaults"),
+        [
+            (
+                ["exporter"],
+                ["targets:", "scrape:", "TLS to workers:", "web:", "logging:"],
+                [
+                    "(default: 5s)",
+                    "(default: 500ms)",
+                    "(default: 256)",
+                    "(default: 127.0.0.1:9478)",
+                ],
+            ),
+            (
+                ["autoscaler"],
+                ["source:", "policy:", "stop:", "TLS to workers:", "cycles:", "web:", "logging:"],
+                ["(default: 30s)", "(default: 5m)", "(default: 1m)", "(default: 127.0.0.1:9479)"],
+            ),
+        ],
+    )
+    def test_help_grouped_with_defaults(
+        self, command: list[str], sections: list[str], defaults: list[str], capsys
+    ) -> None:
+        """Given a daemon's --help, then its flags are grouped under titled sections,
+        with DURATION placeholders and their defaults."""
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main([*command, "--help"])
+        # Assert
+        out = capsys.readouterr().out
+        assert exited.value.code == 0
+        assert all(f"\n{section}\n" in out for section in sections), out
+        assert all(default in out for default in defaults), out
+        assert "--timeout DURATION" in out or "--interval DURATION" in out
+        assert "--web.listen-address ADDRESS, --listen ADDRESS" in out
+
+
+class TestVersion:
+    @pytest.mark.parametrize("command", [[], *([c] for c in SUBCOMMANDS)])
+    def test_version_on_every_command(self, command: list[str], capsys) -> None:
+        """Given --version at the top level or on any subcommand, then it prints
+        `wool-idle <version>` and exits 0."""
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main([*command, "--version"])
+        # Assert
+        assert exited.value.code == 0
+        assert capsys.readouterr().out == f"wool-idle {wool_idle.__version__}\n"
+
+    def test_version_has_one_source(self) -> None:
+        """Given the installed distribution, then its version is wool_idle.__version__
+        (pyproject.toml reads it from there)."""
+        assert importlib.metadata.version("wool-idle") == wool_idle.__version__

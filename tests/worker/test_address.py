@@ -1,0 +1,46 @@
+"""Worker addresses: strict, ASCII, no control characters."""
+
+from __future__ import annotations
+
+import pytest
+
+from wool_idle.worker.address import parse_address
+
+
+class TestParseAddress:
+    @pytest.mark.parametrize(
+        "text", ["127.0.0.1:50051", "worker-1.pool.svc:1", "[::1]:8080", "unix:/run/w.sock"]
+    )
+    def test_parse_address_accepts(self, text: str) -> None:
+        """Given an IPv4, hostname, bracketed IPv6 or Unix address, then it unchanged."""
+        assert parse_address(text) == text
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "host:\u0668\u0660",  # Arabic-Indic digits: str.isdigit accepts them
+            "host:\u00b9",  # superscript one: isdigit, yet int() raises
+            "host:\uff18\uff10",  # fullwidth digits
+            "h\u00f6st:1",
+            "host\n:1",
+            "host:1\n",  # "$" in a regex matches before a trailing newline
+            "ho\x00st:1",
+            "[::1\n]:1",
+            "unix:/run/w\n.sock",
+            "host:-1",
+            "host:0",
+            "host:65536",
+            "host:",
+            ":80",
+        ],
+    )
+    def test_parse_address_rejects(self, text: str) -> None:
+        """Given a port of non-ASCII digits, a host with a control character or
+        non-ASCII letter, or a port out of range, then ValueError (never a traceback
+        later, never a request to a mangled address)."""
+        with pytest.raises(ValueError, match="invalid address"):
+            parse_address(text)
+
+    def test_parse_address_listen_allows_port_zero(self) -> None:
+        """Given port 0 to listen on, then it is accepted (the system picks a port)."""
+        assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"

@@ -1,0 +1,38 @@
+"""How the autoscaler process reads its source and runs its cycles. (The rule
+is ``policy.PolicySettings``; how a stop is made, ``daemon.ActionSettings``.)
+The command line reads its defaults from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wool_idle.autoscaler.sources import Selector
+from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_METRICS_URL
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSettings:
+    """Where the idle readings come from. Durations in seconds."""
+
+    metrics_url: str = EXPORTER_METRICS_URL
+    """An exporter's ``/metrics`` (read unless ``prometheus_url`` is set)."""
+    prometheus_url: str | None = None
+    """A Prometheus server's base URL, queried through its HTTP API."""
+    selector: tuple[Selector, ...] = ()
+    """Only workers whose series carry every ``label=value``."""
+    alert: str | None = None
+    """With ``prometheus_url``: only workers for which this alert fires."""
+    source_timeout: float = 10.0
+    """Deadline of one read of the source."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonSettings:
+    """The autoscaler process. Durations in seconds."""
+
+    interval: float = 30.0
+    """Time between cycles."""
+    once: bool = False
+    """Run one cycle and exit."""
+    web_listen_address: str = AUTOSCALER_LISTEN
+    """``host:port`` or ``unix:/path`` of ``/metrics`` and ``/decisions``."""

@@ -1,0 +1,49 @@
+"""The ``wool-idle`` command: one subcommand per part.
+
+The package is the command-line layer every part shares:
+
+- ``parser``: the parser, flags in sections, environment variables, defaults
+  from the settings dataclasses;
+- ``values``: what a flag's text may be (durations, booleans, lists, addresses …);
+- ``tls_flags``, ``web_flags``, ``log_flags``: flags several subcommands share;
+- ``serve``: serve until a signal, the run loop of the three daemons.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from wool_idle import logs
+from wool_idle.cli.parser import Parser
+
+
+def build_parser() -> Parser:
+    """The top-level parser with every subcommand registered."""
+    from wool_idle.autoscaler import cli as autoscaler_cli
+    from wool_idle.demo import cli as demo_cli
+    from wool_idle.exporter import cli as exporter_cli
+    from wool_idle.worker import cli as worker_cli
+
+    parser = Parser(prog="wool-idle", description="See and retire idle wool workers.")
+    for register in (
+        worker_cli.register,
+        exporter_cli.register,
+        autoscaler_cli.register,
+        demo_cli.register,
+    ):
+        register(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the subcommand ``argv`` names and return its exit status."""
+    logs.quiet_grpc()
+    args = build_parser().parse_args(argv)
+    status: int = args.func(args)
+    return status
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""One flag: its spellings, value type, default, environment variables and help.
+
+Every flag but a few (``environment=False``) is also an environment variable:
+``WOOL_IDLE_`` plus the flag's name in upper case with ``-`` and ``.`` as
+``_`` (``--web.listen-address`` -> ``WOOL_IDLE_WEB_LISTEN_ADDRESS``); an
+alias's variable works too. A switch's variable takes a boolean word, a
+repeatable flag's a comma-separated list (see ``values``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Final
+
+from wool_idle.cli.values import Value, parse_bool, parse_list
+
+ENV_PREFIX: Final = "WOOL_IDLE_"
+REQUIRED: Final[Any] = dataclasses.MISSING
+"""The default of a flag that must be given (a settings field without default)."""
+
+
+def environment_variable(option: str) -> str:
+    """The variable of ``option``: ``--web.listen-address`` -> ``WOOL_IDLE_WEB_LISTEN_ADDRESS``."""
+    return ENV_PREFIX + option.lstrip("-").replace("-", "_").replace(".", "_").upper()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flag:
+    """One option: its names, its value type (None: a switch), default and variables."""
+
+    name: str
+    help: str
+    value: Value[Any] | None
+    default: Any
+    aliases: tuple[str, ...] = ()
+    repeatable: bool = False
+    """A comma-separated list; the flag may also be repeated."""
+    environment: bool = True
+
+    @property
+    def dest(self) -> str:
+        """The attribute (and settings field) holding the value: ``max_idle``."""
+        return self.name.lstrip("-").replace("-", "_").replace(".", "_")
+
+    @property
+    def label(self) -> str:
+        """How errors name the flag: every spelling, as argparse does."""
+        return "/".join((self.name, *self.aliases))
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The environment variables that set the flag, the primary one first."""
+        if not self.environment:
+            return ()
+        return tuple(dict.fromkeys(environment_variable(o) for o in (self.name, *self.aliases)))
+
+    def parse(self, text: str) -> Any:
+        """The value ``text`` gives the flag, from the command line or the environment."""
+        if self.value is None:
+            return parse_bool(text)
+        if self.repeatable:
+            return parse_list(text, self.value.parse)
+        return self.value.parse(text)
+
+    def describe(self) -> str:
+        """The ``--help`` text: the help, the default if any, the variables."""
+        text = self.help
+        shown = self._shown_default()
+        if shown:
+            text += f" (default: {shown})"
+        if self.repeatable:
+            text += " (comma-separated list; repeatable)"
+        if self.variables:
+            boolean = "=true|false" if self.value is None else ""
+            text += f" [env {', '.join(v + boolean for v in self.variables)}]"
+        return text.replace("%", "%%")
+
+    def _shown_default(self) -> str:
+        if self.value is None or self.default is REQUIRED or self.default is None:
+            return ""
+        if self.repeatable:
+            return ",".join(self.value.show(item) for item in self.default)
+        return self.value.show(self.default)

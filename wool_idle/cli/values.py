@@ -1,0 +1,211 @@
+"""What a flag's text may be. Each value type turns one text into a value or
+raises ``ValueError`` saying why; the command line and the environment call
+the very same function, so one text is accepted or refused alike from both.
+
+- Durations: seconds (``1.5``) or Prometheus-style (``30s``, ``5m``, ``1h30m``,
+  ``500ms``), at most ``MAX_DURATION``.
+- Booleans (environment only; on the command line a switch takes no value):
+  one of ``TRUE_WORDS`` or ``FALSE_WORDS``, any case, surrounding blanks
+  ignored. Anything else, the empty text included, is refused.
+- Lists: comma-separated items, blanks around each ignored; an empty item is
+  refused (so ``" , "`` never means "no restriction").
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from wool_idle.worker.address import parse_address
+
+T = TypeVar("T")
+
+MAX_DURATION: Final = 10 * 365 * 86400.0
+"""Ten years: the longest duration any flag takes. gRPC deadlines overflow
+(int64 nanoseconds since 1970) about 230 years from now; nothing here needs
+more than hours."""
+FOREVER: Final = -1.0
+"""The grace ``forever`` stands for: drain without limit."""
+TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
+
+_NUMBER: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS: Final = {
+    "y": 31536000.0,
+    "w": 604800.0,
+    "d": 86400.0,
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 0.001,
+}
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Value(Generic[T]):
+    """A value type: its ``--help`` placeholder, its parser, and how a default shows."""
+
+    metavar: str
+    parse: Callable[[str], T]
+    show: Callable[[Any], str] = str
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``; ``ValueError`` unless it is a duration in 0..``MAX_DURATION``."""
+    stripped = text.strip()
+    if stripped.startswith("-"):
+        raise ValueError(f"invalid duration {text!r}: must be >= 0")
+    if _NUMBER.fullmatch(stripped):
+        seconds = float(stripped)
+    elif stripped and not _DURATION_PART.sub("", stripped):
+        parts = _DURATION_PART.findall(stripped)
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    else:
+        raise ValueError(f"invalid duration {text!r} (use seconds or e.g. 30s, 5m, 1h30m)")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"invalid duration {text!r}: longer than the maximum of 10y")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` the way a flag takes it: ``30s``, ``5m``, ``1h30m``, ``500ms``."""
+    if seconds == FOREVER:
+        return "forever"
+    if seconds == 0:
+        return "0s"
+    text, rest = "", round(seconds * 1000)
+    for unit in ("h", "m", "s", "ms"):
+        size = round(_UNIT_SECONDS[unit] * 1000)
+        if rest >= size:
+            text += f"{rest // size}{unit}"
+            rest %= size
+    return text or f"{seconds:g}s"
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds == 0:
+        raise ValueError(f"invalid duration {text!r}: must be greater than 0")
+    return seconds
+
+
+def _grace(text: str) -> float:
+    return FOREVER if text.strip().lower() == "forever" else parse_duration(text)
+
+
+def parse_bool(text: str) -> bool:
+    """``True`` for a word of ``TRUE_WORDS``, ``False`` for one of ``FALSE_WORDS``."""
+    word = text.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError(
+        f"invalid boolean {text!r} (true: {', '.join(sorted(TRUE_WORDS))}; "
+        f"false: {', '.join(sorted(FALSE_WORDS))})"
+    )
+
+
+def parse_list(text: str, item: Callable[[str], T]) -> list[T]:
+    """The comma-separated items of ``text``, each stripped and parsed by ``item``."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise ValueError(f"invalid list {text!r}: empty item")
+    return [item(part) for part in parts]
+
+
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        stripped = text.strip()
+        if not (stripped.isascii() and stripped.isdigit()):
+            raise ValueError(f"invalid number {text!r}: expected a whole number >= {minimum}")
+        if int(stripped) < minimum:
+            raise ValueError(f"invalid number {text!r}: must be >= {minimum}")
+        return int(stripped)
+
+    return parse
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    if _CONTROL.search(text):
+        raise ValueError(f"invalid text {text!r}: control character")
+    return text
+
+
+def _url(text: str) -> str:
+    _text(text)
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:
+        raise ValueError(f"invalid URL {text!r}: expected http(s)://host[:port]/path")
+    try:
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        raise ValueError(f"invalid URL {text!r}: bad port") from None
+    return text
+
+
+def _readable_file(text: str) -> str:
+    _text(text)
+    try:
+        with open(text, "rb"):
+            pass
+    except OSError as error:
+        raise ValueError(f"cannot read {text!r}: {error.strerror}") from None
+    return text
+
+
+def _certificates(text: str) -> str:
+    """A readable file holding at least one PEM certificate OpenSSL can parse."""
+    _readable_file(text)
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=text)
+    except ssl.SSLError as error:
+        raise ValueError(f"{text!r} holds no valid PEM certificate ({error.reason})") from None
+    return text
+
+
+def choice(*words: str) -> Value[str]:
+    """One of ``words`` (any case; the value is the word as listed)."""
+
+    def parse(text: str) -> str:
+        word = text.strip().lower()
+        if word not in words:
+            raise ValueError(f"invalid choice {text!r} (choose from {', '.join(words)})")
+        return word
+
+    return Value("{" + ",".join(words) + "}", parse)
+
+
+def whole_number(minimum: int) -> Value[int]:
+    """A whole number >= ``minimum`` (ASCII digits only)."""
+    return Value("N", _whole_number(minimum))
+
+
+DURATION: Final = Value("DURATION", parse_duration, format_duration)
+"""A duration >= 0."""
+POSITIVE_DURATION: Final = Value("DURATION", _positive_duration, format_duration)
+"""A duration > 0."""
+GRACE: Final = Value("DURATION", _grace, format_duration)
+"""A duration >= 0, or ``forever`` (``FOREVER``: drain without limit)."""
+ADDRESS: Final = Value("ADDRESS", parse_address)
+"""A worker address: ``host:port``, ``[v6]:port`` or ``unix:/path``."""
+LISTEN_ADDRESS: Final = Value("ADDRESS", lambda text: parse_address(text, listen=True))
+"""An address to listen on (port 0 picks a free one)."""
+URL: Final = Value("URL", _url)
+"""An http(s) URL with a host."""
+TEXT: Final = Value("TEXT", _text)
+"""Any text but an empty one (or one with a control character)."""
+FILE: Final = Value("PATH", _text)
+"""A path; whether the file exists is the reader's business (it may come later)."""
+READABLE_FILE: Final = Value("PATH", _readable_file)
+"""A path to a file readable now."""
+CERTIFICATES: Final = Value("PATH", _certificates)
+"""A PEM file with at least one certificate that parses."""

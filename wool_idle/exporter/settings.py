@@ -1,0 +1,25 @@
+"""How the exporter process runs: where it serves, where its targets come from,
+how many idle RPCs it has in flight. (How one scrape budgets its time is
+``app.ExporterSettings``.) The command line reads its defaults from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wool_idle.web.site import EXPORTER_LISTEN
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonSettings:
+    """The exporter process. Durations in seconds."""
+
+    web_listen_address: str = EXPORTER_LISTEN
+    """``host:port`` or ``unix:/path`` of the HTTP endpoints."""
+    target: tuple[str, ...] = ()
+    """Workers to scrape, besides those of the targets file."""
+    targets_file: str | None = None
+    """A Prometheus file_sd JSON or YAML file of workers."""
+    targets_refresh: float = 5.0
+    """How often the targets file is checked for changes."""
+    concurrency: int = 256
+    """Idle RPCs in flight at once."""

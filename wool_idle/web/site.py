@@ -1,0 +1,79 @@
+"""Serving an aiohttp app on ``host:port`` or ``unix:/path`` with a web config.
+
+The base URL of a Unix socket is ``http+unix://`` (``https+unix://`` with
+TLS) followed by the socket path with ``/`` percent-encoded, the form of
+requests-unixsocket and docker-py: ``unix:/run/wool.sock`` serves at
+``http+unix://%2Frun%2Fwool.sock``. With curl: ``curl --unix-socket
+/run/wool.sock http://localhost/metrics``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Final
+
+from aiohttp import web
+
+from wool_idle.web.basicauth import BasicAuth
+from wool_idle.web.config import WebConfig
+from wool_idle.worker.address import UNIX_PREFIX
+
+EXPORTER_PORT: Final = 9478
+AUTOSCALER_PORT: Final = 9479
+"""Default HTTP ports. They clash with none of Prometheus 9090, Alertmanager 9093,
+node_exporter 9100, blackbox_exporter 9115 and OpenTelemetry 9464."""
+EXPORTER_LISTEN: Final = f"127.0.0.1:{EXPORTER_PORT}"
+AUTOSCALER_LISTEN: Final = f"127.0.0.1:{AUTOSCALER_PORT}"
+EXPORTER_METRICS_URL: Final = f"http://{EXPORTER_LISTEN}/metrics"
+"""Where the autoscaler reads by default: the exporter's default address."""
+
+
+@contextlib.asynccontextmanager
+async def serve_app(
+    app: web.Application, listen: str, config: WebConfig | None = None, *, path: str = ""
+) -> AsyncIterator[str]:
+    """Serve ``app`` on ``listen`` (``host:port``, port 0 for any, or ``unix:/path``)
+    with the TLS and basic auth of ``config``, yielding the URL of ``path`` (the
+    base URL by default); stop on exit. Raises ``OSError`` if the address cannot
+    be bound."""
+    config = config or WebConfig()
+    if config.users:
+        app.middlewares.append(BasicAuth(config.users).middleware)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        base = await _start(runner, listen, config)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    try:
+        yield base + path
+    finally:
+        await runner.cleanup()
+        if listen.startswith(UNIX_PREFIX):  # ours: we bound it
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(listen.removeprefix(UNIX_PREFIX))
+
+
+async def _start(runner: web.AppRunner, listen: str, config: WebConfig) -> str:
+    scheme = "https" if config.ssl_context else "http"
+    site: web.BaseSite
+    if listen.startswith(UNIX_PREFIX):
+        path = listen.removeprefix(UNIX_PREFIX)
+        site = web.UnixSite(runner, path, ssl_context=config.ssl_context)
+        await site.start()
+        return f"{scheme}+unix://{urllib.parse.quote(path, safe='')}"
+    host, _, port = listen.rpartition(":")
+    site = web.TCPSite(runner, host.strip("[]"), int(port), ssl_context=config.ssl_context)
+    await site.start()
+    return f"{scheme}://{_bound(runner, listen)}"
+
+
+def _bound(runner: web.AppRunner, requested: str) -> str:
+    for address in runner.addresses:
+        host, port = address[0], address[1]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return requested
