@@ -17,7 +17,8 @@ FORBIDDEN = {
     "contract": {"proto", "worker", "exporter", "autoscaler", "demo", "cli", "web"},
     "proto": {"worker", "exporter", "autoscaler", "demo", "cli", "web", "exceptions"},
     "worker": {"exporter", "autoscaler", "demo", "web"},
-    "web": {"exporter", "autoscaler", "demo", "cli"},
+    "web": {"exporter", "autoscaler", "demo", "cli", "discovery"},
+    "discovery": {"exporter", "autoscaler", "demo", "cli", "web"},
     "exporter": {"autoscaler", "demo"},
     "autoscaler": {"exporter", "demo"},
 }
