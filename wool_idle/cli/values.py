@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.worker.address import parse_address
 
 T = TypeVar("T")
@@ -209,3 +210,5 @@ READABLE_FILE: Final = Value("PATH", _readable_file)
 """A path to a file readable now."""
 CERTIFICATES: Final = Value("PATH", _certificates)
 """A PEM file with at least one certificate that parses."""
+DISCOVERY: Final = Value("KIND:NAMESPACE", DiscoverySpec.parse)
+"""A wool discovery to follow: ``local:NAMESPACE`` or ``lan:NAMESPACE``."""
