@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,9 @@ ALERTS = ROOT / "dashboards" / "prometheus" / "alerts.yml"
 VERSIONS = ["1.27.0", "1.32.0", "1.37.0"]
 IMAGE = f"registry.example.com/wool-idle:{__version__}"
 WORKLOADS = ("Deployment", "Job", "StatefulSet", "DaemonSet", "ReplicaSet", "CronJob")
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+OVERLAY_MARK = "# my-overlay/kustomization.yaml"  # the overlay docs/deploy.md shows
+OVERLAY_BASE = "../wool-idle/deploy/kubernetes"
 Manifest = dict[str, Any]
 Validate = Callable[[Manifest, str], None]  # the conftest fixtures' types
 ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]
@@ -175,6 +179,28 @@ class TestKustomization:
         rendered = only(manifests, "PrometheusRule")
         # Assert
         assert rendered["spec"] == generated["spec"]
+
+    def test_render_overlay_sets_image_and_selection_label(
+        self, tmp_path: Path, render: Callable[[Path], list[Manifest]]
+    ) -> None:
+        """Given the overlay docs/deploy.md shows (a real image, the label a
+        kube-prometheus-stack Prometheus selects by), when it is rendered over the
+        kustomization, then every container runs that image and the ServiceMonitor and
+        PrometheusRule carry the label."""
+        # Arrange
+        block = DEPLOY_DOC.read_text().split(OVERLAY_MARK, 1)[1].split("```", 1)[0]
+        overlay = tmp_path / "my-overlay"
+        overlay.mkdir()
+        base = os.path.relpath(ROOT / "deploy" / "kubernetes", overlay)
+        assert OVERLAY_BASE in block
+        (overlay / "kustomization.yaml").write_text(block.replace(OVERLAY_BASE, base))
+        # Act
+        manifests = render(overlay)
+        # Assert
+        images = {c["image"] for _, spec in pod_specs(manifests) for c in spec["containers"]}
+        assert images == {"ghcr.io/example-org/wool-idle:0.1.0"}
+        for kind in ("ServiceMonitor", "PrometheusRule"):
+            assert only(manifests, kind)["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
 class TestWorkers:
