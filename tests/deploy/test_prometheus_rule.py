@@ -68,20 +68,22 @@ class TestPrometheusRuleGenerator:
         )
 
     def test_main_changed_alerts_change_the_rule(self, tmp_path: Path) -> None:
-        """Given alerts.yml with one threshold changed, when the generator renders it,
-        then the manifest differs from the committed one and carries the new
-        threshold (so the drift check above can fail)."""
+        """Given alerts.yml with its first rule's expression changed, when the generator
+        renders it, then the manifest differs from the committed one and carries the
+        new expression (so the drift check above can fail)."""
         # Arrange
+        document = load_yaml(ALERTS.read_bytes())
+        rule = document["groups"][0]["rules"][0]
+        rule["expr"] = f"({rule['expr']}) * 2"
         changed = tmp_path / "alerts.yml"
-        text = ALERTS.read_text()
-        assert "for: 5m" in text
-        changed.write_text(text.replace("for: 5m", "for: 7m", 1))
+        changed.write_text(yaml.safe_dump(document, sort_keys=False))
         # Act
         result = generate("--rules", str(changed), "--output", "-")
         # Assert
         assert result.returncode == 0, result.stderr
         assert result.stdout != COMMITTED.read_text()
-        assert "for: 7m" in result.stdout
+        generated = yaml.safe_load(result.stdout)["spec"]["groups"][0]["rules"][0]
+        assert generated["expr"] == rule["expr"]
 
     def test_main_groups_are_the_rules_as_written(self, tmp_path: Path) -> None:
         """Given alerts.yml and a rules file with a multi-line expression, when the
