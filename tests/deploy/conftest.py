@@ -53,6 +53,11 @@ def systemd_analyze() -> str:
 
 
 @pytest.fixture(scope="session")
+def systemd_sysusers() -> str:
+    return require_tool("systemd-sysusers", "apt-get install systemd")
+
+
+@pytest.fixture(scope="session")
 def promtool() -> str:
     return require_tool("promtool", "apt-get install prometheus (scripts/ensure-prometheus)")
 

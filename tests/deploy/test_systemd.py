@@ -164,17 +164,15 @@ class TestUnits:
         # Assert
         assert DURATION.parse(timeout) > DURATION.parse(grace) + CLOSE_GRACE
 
-    def test_sysusers_creates_the_account(self, tmp_path: Path, systemd_analyze: str) -> None:
+    def test_sysusers_creates_the_account(self, tmp_path: Path, systemd_sysusers: str) -> None:
         """Given the sysusers.d file, when systemd-sysusers applies it to an empty root,
         then it creates the system account the units run as, with no login shell, and
         reports nothing but that."""
         # Arrange
-        sysusers = shutil.which("systemd-sysusers")
-        assert sysusers, "systemd-sysusers is not installed: apt-get install systemd"
         (tmp_path / "etc").mkdir()
         # Act
         result = subprocess.run(
-            [sysusers, f"--root={tmp_path}", "-"],
+            [systemd_sysusers, f"--root={tmp_path}", "-"],
             input=(UNITS / "wool-idle.sysusers.conf").read_text(),
             capture_output=True,
             text=True,
