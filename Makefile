@@ -12,9 +12,10 @@ demo: $(STAMP)
 test: lint pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check wool_idle tests bench
-	$(BIN)/ruff format --check wool_idle tests bench
+	$(BIN)/ruff check wool_idle tests bench deploy
+	$(BIN)/ruff format --check wool_idle tests bench deploy
 	$(BIN)/mypy
+	$(BIN)/mypy deploy
 
 pytest: $(STAMP) prometheus
 	$(BIN)/python -m pytest

@@ -1,0 +1,356 @@
+"""The kustomization in deploy/kubernetes: rendered by ``kubectl kustomize`` offline,
+every object valid (core kinds: kubernetes-validate strict; prometheus-operator kinds:
+their CRD schema made strict), and the properties retirement and safety rely on."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from wool_idle import __version__
+from wool_idle.cli.values import DURATION
+from wool_idle.proto import SERVICE
+from wool_idle.worker.server import CLOSE_GRACE
+
+ROOT = Path(__file__).resolve().parents[2]
+ALERTS = ROOT / "dashboards" / "prometheus" / "alerts.yml"
+# 1.27: the first with gRPC probes GA; 1.37: the newest kubernetes-validate knows.
+VERSIONS = ["1.27.0", "1.32.0", "1.37.0"]
+IMAGE = f"registry.example.com/wool-idle:{__version__}"
+WORKLOADS = ("Deployment", "Job", "StatefulSet", "DaemonSet", "ReplicaSet", "CronJob")
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+OVERLAY_MARK = "# my-overlay/kustomization.yaml"  # the overlay docs/deploy.md shows
+OVERLAY_BASE = "../wool-idle/deploy/kubernetes"
+Manifest = dict[str, Any]
+Validate = Callable[[Manifest, str], None]  # the conftest fixtures' types
+ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]
+
+
+def only(manifests: list[Manifest], kind: str, name: str | None = None) -> Manifest:
+    """The one object of ``kind`` (and ``name``)."""
+    found = [
+        m
+        for m in manifests
+        if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''}"
+    return found[0]
+
+
+def pod_specs(manifests: list[Manifest]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(workload name, pod spec) of every workload."""
+    for manifest in manifests:
+        if manifest["kind"] in WORKLOADS:
+            yield manifest["metadata"]["name"], manifest["spec"]["template"]["spec"]
+
+
+def environment(container: dict[str, Any]) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in container.get("env", [])}
+
+
+def seconds(text: str) -> float:
+    """A duration as the CLI reads it."""
+    value = DURATION.parse(text)
+    assert isinstance(value, float)
+    return value
+
+
+def container_of(manifests: list[Manifest], subcommand: str) -> dict[str, Any]:
+    """The one container that runs ``wool-idle SUBCOMMAND``."""
+    found = [
+        container
+        for _, spec in pod_specs(manifests)
+        for container in spec["containers"]
+        if container["args"][0] == subcommand
+    ]
+    assert len(found) == 1, f"{len(found)} containers run {subcommand}"
+    return found[0]
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Callable[[Manifest], None]:
+    def mutate(manifest: Manifest) -> None:
+        target = manifest
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+
+    return mutate
+
+
+def _drop(path: tuple[Any, ...]) -> Callable[[Manifest], None]:
+    def mutate(manifest: Manifest) -> None:
+        target = manifest
+        for step in path[:-1]:
+            target = target[step]
+        del target[path[-1]]
+
+    return mutate
+
+
+POD = ("spec", "template", "spec")
+FIRST = (*POD, "containers", 0)
+RULE = ("spec", "groups", 0, "rules", 0)
+ENDPOINT = ("spec", "endpoints", 0)
+# (kind, name, how the rendered copy is broken): each must be rejected.
+INVALID = [
+    ("Deployment", "wool-idle-exporter", _set((*FIRST, "readinessProbe", "bogusField"), 1)),
+    ("Deployment", "wool-idle-autoscaler", _set((*POD, "securityContext", "runAsNonroot"), True)),
+    ("Deployment", "wool-idle-autoscaler", _set(("spec", "replicas"), "one")),
+    ("Job", "wool-worker", _set((*FIRST, "livenessProbe", "grpc", "serviceName"), "x")),
+    ("Job", "wool-worker", _set((*FIRST, "readinessProbe", "grpc", "port"), "grpc")),
+    ("Job", "wool-worker", _drop((*FIRST, "livenessProbe", "grpc", "port"))),
+    ("Service", "wool-idle", _set(("spec", "ports", 0, "prot"), 9478)),
+    ("ConfigMap", "wool-idle-targets", _set(("datas",), {})),
+    ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "scrapeInterval"), "30s")),
+    ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "scheme"), "ftp")),
+    ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "interval"), "30")),
+    ("ServiceMonitor", "wool-idle", _drop(("spec", "selector"))),
+    ("PrometheusRule", "wool-idle", _set((*RULE, "expresion"), "up")),
+    ("PrometheusRule", "wool-idle", _drop((*RULE, "expr"))),
+    ("PrometheusRule", "wool-idle", _set((*RULE, "for"), "5x")),
+    ("PrometheusRule", "wool-idle", _set((*RULE, "for"), 300)),
+    ("PrometheusRule", "wool-idle", _set(("kind",), "PrometheusRules")),
+]
+
+
+class TestKustomization:
+    @pytest.mark.parametrize("version", VERSIONS)
+    def test_render_every_object_valid(
+        self, manifests: list[Manifest], validate: Validate, version: str
+    ) -> None:
+        """Given the kustomization rendered by kubectl (no warning), when every object
+        is validated for Kubernetes ``version``, then each passes: core kinds in
+        kubernetes-validate's strict mode, ServiceMonitor and PrometheusRule against
+        their strict CRD schema."""
+        # Act / Assert: validate raises on the first invalid object
+        for manifest in manifests:
+            validate(manifest, version)
+        assert {m["kind"] for m in manifests} >= {
+            "Deployment",
+            "Job",
+            "Service",
+            "ConfigMap",
+            "ServiceMonitor",
+            "PrometheusRule",
+        }
+
+    @pytest.mark.parametrize(
+        ("kind", "name", "mutate"), INVALID, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(INVALID)]
+    )
+    def test_render_invalid_object_rejected(
+        self,
+        manifests: list[Manifest],
+        validate: Validate,
+        kind: str,
+        name: str,
+        mutate: Callable[[Manifest], None],
+    ) -> None:
+        """Given a rendered object with a typo'd field, a wrong type, a missing required
+        field or a value its schema forbids, when it is validated, then it is rejected
+        (the validation can fail)."""
+        # Arrange
+        broken = copy.deepcopy(only(manifests, kind, name))
+        mutate(broken)
+        # Act / Assert
+        rejections = (
+            kubernetes_validate.ValidationError,
+            kubernetes_validate.SchemaNotFoundError,
+            jsonschema.ValidationError,
+        )
+        with pytest.raises(rejections):
+            validate(broken, VERSIONS[-1])
+
+    def test_render_rule_is_the_generated_one(self, manifests: list[Manifest]) -> None:
+        """Given the rendered PrometheusRule, then it is the generated file's object
+        (kustomize only adds the namespace and the part-of label)."""
+        # Arrange
+        generated = yaml.safe_load((ROOT / "deploy/kubernetes/prometheusrule.yaml").read_text())
+        # Act
+        rendered = only(manifests, "PrometheusRule")
+        # Assert
+        assert rendered["spec"] == generated["spec"]
+
+    def test_render_overlay_sets_image_and_selection_label(
+        self, tmp_path: Path, render: Callable[[Path], list[Manifest]]
+    ) -> None:
+        """Given the overlay docs/deploy.md shows (a real image, the label a
+        kube-prometheus-stack Prometheus selects by), when it is rendered over the
+        kustomization, then every container runs that image and the ServiceMonitor and
+        PrometheusRule carry the label."""
+        # Arrange
+        block = DEPLOY_DOC.read_text().split(OVERLAY_MARK, 1)[1].split("```", 1)[0]
+        overlay = tmp_path / "my-overlay"
+        overlay.mkdir()
+        base = os.path.relpath(ROOT / "deploy" / "kubernetes", overlay)
+        assert OVERLAY_BASE in block
+        (overlay / "kustomization.yaml").write_text(block.replace(OVERLAY_BASE, base))
+        # Act
+        manifests = render(overlay)
+        # Assert
+        images = {c["image"] for _, spec in pod_specs(manifests) for c in spec["containers"]}
+        assert images == {"ghcr.io/example-org/wool-idle:0.1.0"}
+        for kind in ("ServiceMonitor", "PrometheusRule"):
+            assert only(manifests, kind)["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+class TestWorkers:
+    def test_job_completes_a_retired_worker(self, manifests: list[Manifest]) -> None:
+        """Given the workers, then they run as an Indexed Job with restartPolicy
+        OnFailure and completions = parallelism (the pool size), so a worker that exits
+        0 completes; and no other workload kind runs a worker (a Deployment would
+        restart it)."""
+        # Act
+        job = only(manifests, "Job", "wool-worker")
+        runs_worker = [
+            m["kind"]
+            for m in manifests
+            if m["kind"] in WORKLOADS
+            for c in m["spec"]["template"]["spec"]["containers"]
+            if c["args"][0] == "worker"
+        ]
+        # Assert
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+        assert job["spec"]["completionMode"] == "Indexed"
+        assert job["spec"]["completions"] == job["spec"]["parallelism"] >= 1
+        assert runs_worker == ["Job"]
+
+    def test_job_probes_ask_the_grpc_health_service(self, manifests: list[Manifest]) -> None:
+        """Given the worker container, then readiness and liveness are gRPC probes on
+        the port it listens on, readiness for the Worker service's own health name."""
+        # Arrange
+        worker = container_of(manifests, "worker")
+        port = int(environment(worker)["WOOL_IDLE_LISTEN"].rpartition(":")[2])
+        # Act
+        readiness, liveness = worker["readinessProbe"], worker["livenessProbe"]
+        # Assert
+        assert readiness["grpc"] == {"port": port, "service": SERVICE}
+        assert liveness["grpc"]["port"] == port
+        assert [p["containerPort"] for p in worker["ports"]] == [port]
+
+    def test_job_liveness_outlasts_a_drain(self, manifests: list[Manifest]) -> None:
+        """Given the worker's probes and the autoscaler's grace, then liveness tolerates
+        NOT_SERVING for longer than a stop drains (grace + the server's close grace):
+        a liveness failure restarts the container even under OnFailure, undoing the
+        retirement. The pod's termination grace covers the worker's own drain too."""
+        # Arrange
+        job = only(manifests, "Job", "wool-worker")
+        worker = container_of(manifests, "worker")
+        liveness = worker["livenessProbe"]
+        stop_drain = seconds(environment(container_of(manifests, "autoscaler"))["WOOL_IDLE_GRACE"])
+        own_drain = seconds(environment(worker)["WOOL_IDLE_GRACE"])
+        # Act
+        tolerated = liveness.get("periodSeconds", 10) * liveness.get("failureThreshold", 3)
+        termination = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        # Assert
+        assert tolerated > stop_drain + CLOSE_GRACE
+        assert termination > own_drain + CLOSE_GRACE
+
+    def test_targets_name_every_worker_of_the_job(self, manifests: list[Manifest]) -> None:
+        """Given the exporter's targets ConfigMap and the Job, then the targets are
+        exactly <job>-<index>.<subdomain>:<port> for every index, and the subdomain is a
+        headless Service over the worker pods that publishes not-ready pods too."""
+        # Arrange
+        job = only(manifests, "Job", "wool-worker")
+        pod = job["spec"]["template"]
+        port = container_of(manifests, "worker")["ports"][0]["containerPort"]
+        service = only(manifests, "Service", pod["spec"]["subdomain"])
+        expected = {
+            f"{job['metadata']['name']}-{index}.{service['metadata']['name']}:{port}"
+            for index in range(job["spec"]["completions"])
+        }
+        # Act
+        data = only(manifests, "ConfigMap", "wool-idle-targets")["data"]["targets.yml"]
+        targets = {t for group in yaml.safe_load(data) for t in group["targets"]}
+        # Assert
+        assert targets == expected
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["publishNotReadyAddresses"] is True
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+
+
+class TestDaemons:
+    def test_autoscaler_runs_alone(self, manifests: list[Manifest]) -> None:
+        """Given the autoscaler's Deployment, then it has one replica replaced with
+        Recreate (never two at once)."""
+        # Act
+        deployment = only(manifests, "Deployment", "wool-idle-autoscaler")
+        # Assert
+        assert deployment["spec"]["replicas"] == 1
+        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+    @pytest.mark.parametrize("subcommand", ["worker", "exporter", "autoscaler"])
+    def test_container_environment_is_valid_configuration(
+        self, manifests: list[Manifest], parse_environment: ParseEnvironment, subcommand: str
+    ) -> None:
+        """Given each container, then its WOOL_IDLE_* variables are ones its subcommand
+        reads, with values it accepts (the CLI's own parser, exit 2 otherwise), and it
+        listens on all interfaces at the port it declares."""
+        # Arrange
+        container = container_of(manifests, subcommand)
+        # Act
+        args = parse_environment(subcommand, environment(container))
+        # Assert
+        listen = getattr(args, "listen", None) or args.web_listen_address
+        declared = [port["containerPort"] for port in container["ports"]]
+        assert listen == f"0.0.0.0:{declared[0]}"
+
+    def test_servicemonitor_scrapes_the_jobs_the_alerts_name(
+        self, manifests: list[Manifest]
+    ) -> None:
+        """Given the ServiceMonitor, then it selects the exporter's and the autoscaler's
+        Services on a port both have, and every job="..." in alerts.yml is the name of
+        a selected Service (prometheus-operator names the job after the Service)."""
+        # Arrange
+        monitor = only(manifests, "ServiceMonitor")
+        expression = monitor["spec"]["selector"]["matchExpressions"][0]
+        port = monitor["spec"]["endpoints"][0]["port"]
+        jobs = set(re.findall(r'job="([^"]+)"', ALERTS.read_text()))
+        # Act
+        selected = {
+            m["metadata"]["name"]: m
+            for m in manifests
+            if m["kind"] == "Service"
+            and m["metadata"]["labels"].get(expression["key"]) in expression["values"]
+        }
+        # Assert
+        assert expression["operator"] == "In"
+        assert set(selected) == {"wool-idle", "wool-idle-autoscaler"}
+        assert all(port in {p["name"] for p in s["spec"]["ports"]} for s in selected.values())
+        assert jobs <= set(selected)
+
+
+class TestSecurity:
+    def test_pods_run_unprivileged(self, manifests: list[Manifest]) -> None:
+        """Given every pod, then it runs as non-root with the default seccomp profile,
+        no service-account token and no service-link variables (which the CLI would
+        read as WOOL_IDLE_* configuration); every container has a read-only root file
+        system, no privilege escalation and every capability dropped."""
+        specs = dict(pod_specs(manifests))
+        assert set(specs) == {"wool-worker", "wool-idle-exporter", "wool-idle-autoscaler"}
+        for name, spec in specs.items():
+            assert spec["securityContext"]["runAsNonRoot"] is True, name
+            assert spec["securityContext"]["runAsUser"] != 0, name
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert spec["automountServiceAccountToken"] is False, name
+            assert spec["enableServiceLinks"] is False, name
+            for container in spec["containers"]:
+                context = container["securityContext"]
+                assert context["readOnlyRootFilesystem"] is True, name
+                assert context["allowPrivilegeEscalation"] is False, name
+                assert context["capabilities"] == {"drop": ["ALL"]}, name
+
+    def test_images_are_the_placeholder_of_this_version(self, manifests: list[Manifest]) -> None:
+        """Given every container, then its image is the documented placeholder tagged
+        with this version (docs/deploy.md says how to point it at a real image)."""
+        images = {c["image"] for _, spec in pod_specs(manifests) for c in spec["containers"]}
+        assert images == {IMAGE}

@@ -1,0 +1,297 @@
+"""The systemd units in deploy/systemd: ``systemd-analyze verify`` says nothing at all
+about them (pointed at the venv's real ``wool-idle``), they are hardened, a retired
+worker (exit 0) stays stopped, ExecReload exists exactly where SIGHUP means something,
+and the example configuration is what the CLI accepts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.metrics import fetch, samples
+from support.processes import spawn_cli
+
+from wool_idle.cli.values import DURATION
+from wool_idle.worker.server import CLOSE_GRACE
+
+ROOT = Path(__file__).resolve().parents[2]
+UNITS = ROOT / "deploy" / "systemd"
+CONFIG = UNITS / "etc" / "wool-idle"
+SHIPPED_BINARY = "/usr/local/bin/wool-idle"
+WORKER = "wool-idle-worker@.service"
+EXPORTER = "wool-idle-exporter.service"
+AUTOSCALER = "wool-idle-autoscaler.service"
+INSTANCE = "50051"
+DROP_IN = "local-wool-discovery.conf"
+ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]  # conftest fixture
+
+
+def directives(path: Path) -> dict[str, list[str]]:
+    """The ``Key=value`` lines of a unit file, every value of a key in order."""
+    found: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+def environment_file(path: Path) -> dict[str, str]:
+    """An EnvironmentFile= as systemd reads these (``NAME=value``, ``#`` comments)."""
+    lines = path.read_text().splitlines()
+    pairs = [line.partition("=") for line in lines if line.strip() and not line.startswith("#")]
+    return {name: value for name, _, value in pairs}
+
+
+def wool_idle_binary() -> str:
+    """The venv's real ``wool-idle`` executable."""
+    binary = Path(sys.executable).parent / "wool-idle"
+    assert os.access(binary, os.X_OK), f"{binary} missing: make .venv/.installed"
+    return str(binary)
+
+
+def render_units(directory: Path, *, drop_in: bool = False) -> list[str]:
+    """Copy the units into ``directory`` with ExecStart pointing at the venv's
+    ``wool-idle`` (systemd-analyze verify needs it to exist), the worker as instance
+    50051 and, with ``drop_in``, the local-wool drop-in under the exporter; return
+    the unit names to verify."""
+    for name in (WORKER, EXPORTER, AUTOSCALER):
+        text = (UNITS / name).read_text()
+        assert f"ExecStart={SHIPPED_BINARY} " in text, name
+        (directory / name).write_text(text.replace(SHIPPED_BINARY, wool_idle_binary()))
+    (directory / WORKER.replace("@", f"@{INSTANCE}")).symlink_to(WORKER)
+    if drop_in:
+        (directory / f"{EXPORTER}.d").mkdir()
+        shutil.copy(UNITS / DROP_IN, directory / f"{EXPORTER}.d" / DROP_IN)
+    return [f"./{WORKER.replace('@', f'@{INSTANCE}')}", f"./{EXPORTER}", f"./{AUTOSCALER}"]
+
+
+def verify(systemd_analyze: str, directory: Path, units: list[str]) -> str:
+    """``systemd-analyze verify`` of ``units``: its exit status and every line it wrote."""
+    result = subprocess.run(
+        [systemd_analyze, "verify", *units],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    return f"rc={result.returncode}\n{result.stdout}{result.stderr}"
+
+
+class TestUnits:
+    @pytest.mark.parametrize("drop_in", [False, True], ids=["units", "with-local-wool-drop-in"])
+    def test_verify_says_nothing(self, tmp_path: Path, systemd_analyze: str, drop_in: bool) -> None:
+        """Given the three units (and the local-wool drop-in under the exporter), when
+        systemd-analyze verifies them, then it exits 0 and prints nothing at all (it
+        only warns, with exit 0, about an unknown key or a bad value)."""
+        # Arrange
+        units = render_units(tmp_path, drop_in=drop_in)
+        # Act
+        said = verify(systemd_analyze, tmp_path, units)
+        # Assert
+        assert said == "rc=0\n", said
+
+    def test_verify_reports_a_typo(self, tmp_path: Path, systemd_analyze: str) -> None:
+        """Given the exporter unit with a misspelt key, when it is verified, then the
+        verification says so (the check above can fail)."""
+        # Arrange
+        units = render_units(tmp_path)
+        unit = tmp_path / EXPORTER
+        unit.write_text(unit.read_text().replace("ProtectSystem=", "ProtectSystm="))
+        # Act
+        said = verify(systemd_analyze, tmp_path, units)
+        # Assert
+        assert "ProtectSystm" in said
+
+    @pytest.mark.parametrize("unit", [WORKER, EXPORTER, AUTOSCALER])
+    def test_security_exposure_is_low(
+        self, tmp_path: Path, systemd_analyze: str, unit: str
+    ) -> None:
+        """Given a unit, when systemd-analyze scores its sandboxing offline, then the
+        overall exposure is at most 2.0 (of 10; "OK")."""
+        # Arrange
+        render_units(tmp_path)
+        # Act
+        result = subprocess.run(
+            [systemd_analyze, "security", "--offline=true", "--threshold=20", f"./{unit}"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        # Assert
+        assert result.returncode == 0, result.stdout[-400:] + result.stderr
+
+    @pytest.mark.parametrize("unit", [WORKER, EXPORTER, AUTOSCALER])
+    def test_unit_hardened_and_restarts_only_on_failure(self, unit: str) -> None:
+        """Given a unit, then it runs as the wool-idle account (never root) with a
+        read-only system, no home, a private /tmp and no new privileges; it restarts
+        only on failure (a retired worker's exit 0 leaves it stopped) and never after
+        exit 2 (a bad configuration); its configuration is a required env file."""
+        # Act
+        found = directives(UNITS / unit)
+        # Assert
+        assert found["User"] == ["wool-idle"] and found["Group"] == ["wool-idle"]
+        for key, value in {
+            "ProtectSystem": "strict",
+            "ProtectHome": "yes",
+            "PrivateTmp": "yes",
+            "NoNewPrivileges": "yes",
+            "Restart": "on-failure",
+            "RestartPreventExitStatus": "2",
+        }.items():
+            assert found[key] == [value], key
+        assert len(found["EnvironmentFile"]) == 1
+        assert found["EnvironmentFile"][0].startswith("/etc/wool-idle/")
+
+    def test_worker_timeout_stop_outlasts_its_drain(self) -> None:
+        """Given the worker unit and its example configuration, then systemd waits
+        longer on stop than the worker drains on SIGTERM (grace + the server's close
+        grace), so a stop never kills tasks that were promised their grace."""
+        # Arrange
+        grace = environment_file(CONFIG / f"worker-{INSTANCE}.env")["WOOL_IDLE_GRACE"]
+        # Act
+        timeout = directives(UNITS / WORKER)["TimeoutStopSec"][0]
+        # Assert
+        assert DURATION.parse(timeout) > DURATION.parse(grace) + CLOSE_GRACE
+
+    def test_sysusers_creates_the_account(self, tmp_path: Path, systemd_sysusers: str) -> None:
+        """Given the sysusers.d file, when systemd-sysusers applies it to an empty root,
+        then it creates the system account the units run as, with no login shell, and
+        reports nothing but that."""
+        # Arrange
+        (tmp_path / "etc").mkdir()
+        # Act
+        result = subprocess.run(
+            [systemd_sysusers, f"--root={tmp_path}", "-"],
+            input=(UNITS / "wool-idle.sysusers.conf").read_text(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert all(line.startswith("Creating ") for line in result.stderr.splitlines())
+        accounts = {
+            line.split(":")[0]: line.split(":")
+            for line in (tmp_path / "etc" / "passwd").read_text().splitlines()
+        }
+        assert accounts["wool-idle"][-1] == "/usr/sbin/nologin"
+        assert 0 < int(accounts["wool-idle"][2]) < 1000
+
+
+class TestConfiguration:
+    @pytest.mark.parametrize(
+        ("subcommand", "unit", "env_file", "listen"),
+        [
+            ("worker", WORKER, f"worker-{INSTANCE}.env", f"127.0.0.1:{INSTANCE}"),
+            ("exporter", EXPORTER, "exporter.env", "127.0.0.1:9478"),
+            ("autoscaler", AUTOSCALER, "autoscaler.env", "127.0.0.1:9479"),
+        ],
+    )
+    def test_example_environment_is_valid_configuration(
+        self,
+        parse_environment: ParseEnvironment,
+        subcommand: str,
+        unit: str,
+        env_file: str,
+        listen: str,
+    ) -> None:
+        """Given a unit's Environment= defaults (instance 50051) overridden by its
+        example env file, as systemd combines them, when the CLI parses them, then every
+        variable is one the subcommand reads, the whole is accepted (no exit 2), and it
+        listens where the docs say; the unit reads that env file."""
+        # Arrange
+        found = directives(UNITS / unit)
+        defaults = dict(line.partition("=")[::2] for line in found.get("Environment", []))
+        combined = {name: value.replace("%i", INSTANCE) for name, value in defaults.items()}
+        combined |= environment_file(CONFIG / env_file)
+        # Act
+        args = parse_environment(subcommand, combined)
+        # Assert
+        assert (getattr(args, "web_listen_address", None) or args.listen) == listen
+        assert found["EnvironmentFile"] == ["/etc/wool-idle/" + env_file.replace(INSTANCE, "%i")]
+
+    def test_example_targets_file_names_workers(self) -> None:
+        """Given the example exporter configuration, then it points at the example
+        targets file's installed path."""
+        env = environment_file(CONFIG / "exporter.env")
+        assert env["WOOL_IDLE_TARGETS_FILE"] == "/etc/wool-idle/targets.yml"
+        assert (CONFIG / "targets.yml").is_file()
+
+
+def _ready(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    assert line, process.stderr.read() if process.stderr else "no ready line"
+    return line
+
+
+class TestReload:
+    def test_exporter_sighup_rereads_targets(self, tmp_path: Path) -> None:
+        """Given a running exporter whose targets file changed (and that would not look
+        again for an hour), when it gets SIGHUP (the unit's ExecReload), then it serves
+        the new targets and keeps running."""
+        # Arrange
+        assert directives(UNITS / EXPORTER)["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+        targets = tmp_path / "targets.yml"
+        targets.write_text("- targets: ['127.0.0.1:1']\n")
+        process = spawn_cli(
+            ["exporter", "--listen", "127.0.0.1:0", "--targets-file", str(targets),
+             "--targets-refresh", "1h", "--timeout", "1s"]
+        )  # fmt: skip
+        try:
+            url = _ready(process)
+            targets.write_text("- targets: ['127.0.0.1:1', '127.0.0.1:2']\n")
+            # Act
+            process.send_signal(signal.SIGHUP)
+            count = None
+            deadline = time.monotonic() + 60
+            while count != 2 and time.monotonic() < deadline:
+                count = samples(fetch(url)).get(("wool_exporter_targets", frozenset()))
+            # Assert
+            assert count == 2
+            assert process.poll() is None
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+    @pytest.mark.parametrize(
+        ("unit", "args"),
+        [
+            (WORKER, ["worker", "--listen", "127.0.0.1:0"]),
+            (
+                AUTOSCALER,
+                ["autoscaler", "--max-idle", "1h", "--interval", "1h", "--listen", "127.0.0.1:0",
+                 "--metrics-url", "http://127.0.0.1:9/metrics", "--dry-run"],
+            ),
+        ],
+        ids=["worker", "autoscaler"],
+    )  # fmt: skip
+    def test_sighup_ends_a_daemon_without_exec_reload(self, unit: str, args: list[str]) -> None:
+        """Given a running worker or autoscaler, when it gets SIGHUP, then it ends (it
+        handles no reload), which is why their units have no ExecReload; if one learns
+        to reload on SIGHUP, this fails until its unit gets ExecReload."""
+        # Arrange
+        assert "ExecReload" not in directives(UNITS / unit)
+        process = spawn_cli(args)
+        try:
+            _ready(process)
+            # Act
+            process.send_signal(signal.SIGHUP)
+            status = process.wait(timeout=60)
+            # Assert
+            assert status == -signal.SIGHUP
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
