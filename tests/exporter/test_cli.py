@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli
 
 import wool_idle
+from wool_idle.cli import main
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -132,3 +134,20 @@ class TestExporterCli:
         )
         assert ready[0] == 200
         assert status == 0 and not Path(path).exists()
+
+
+class TestExporterCliDiscovery:
+    def test_wool_discovery_without_wool_exits_2_naming_flag(self, monkeypatch, capsys) -> None:
+        """Given a process where the wool package cannot be imported, when the exporter
+        is asked to follow a wool discovery, then it exits 2 with one line naming
+        --wool-discovery and the extra to install, before serving anything."""
+        # Arrange
+        monkeypatch.setitem(sys.modules, "wool", None)
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main(["exporter", "--listen", "127.0.0.1:0", "--wool-discovery", "local:pool"])
+        err = capsys.readouterr().err
+        # Assert
+        assert exited.value.code == 2
+        assert len(err.strip().splitlines()) == 1
+        assert "argument --wool-discovery:" in err and "wool-idle[wool]" in err
