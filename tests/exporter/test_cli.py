@@ -14,7 +14,10 @@ from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli
 
 import wool_idle
-from wool_idle.cli import main
+from wool_idle.cli import build_parser, main
+from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.cli import check_discovery
+from wool_idle.exporter.settings import DaemonSettings
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -151,3 +154,20 @@ class TestExporterCliDiscovery:
         assert exited.value.code == 2
         assert len(err.strip().splitlines()) == 1
         assert "argument --wool-discovery:" in err and "wool-idle[wool]" in err
+
+    def test_lan_interface_restricts_wools_zeroconf(self, monkeypatch) -> None:
+        """Given a lan discovery and --wool-discovery.lan-interface, when checked at
+        start, then every zeroconf wool's LanDiscovery makes binds those interfaces
+        only (wool has no option for it)."""
+        # Arrange
+        import wool.runtime.discovery.lan as wool_lan
+
+        monkeypatch.setattr(wool_lan, "AsyncZeroconf", wool_lan.AsyncZeroconf)
+        daemon = DaemonSettings(
+            wool_discovery=(DiscoverySpec.parse("lan:pool"),),
+            wool_discovery_lan_interface=("127.0.0.1", "::1"),
+        )
+        # Act
+        check_discovery(build_parser().subcommands["exporter"], daemon)
+        # Assert
+        assert wool_lan.AsyncZeroconf.keywords == {"interfaces": ["127.0.0.1", "::1"]}

@@ -14,8 +14,8 @@ is a change. It never stops for its input:
 - a record whose address is not a worker address is skipped, logged once and
   counted once per record (not per poll).
 
-``up`` is True from the moment a subscription has run its settle time without
-failing until it fails. ``errors`` counts ``FollowProblem``s.
+``up`` is True from the moment a subscription announces a worker or has run
+its settle time without failing, until it fails. ``errors`` counts ``FollowProblem``s.
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ class Follower:
 
     def _apply(self, kind: str, metadata: Any, seen: set[str]) -> None:
         """Take in one of wool's events (``worker-added|updated|dropped``)."""
+        self._working()
         uid = str(metadata.uid)
         if kind == "worker-dropped":
             seen.discard(uid)
@@ -167,11 +168,15 @@ class Follower:
         log.warning("wool discovery %s: skipping %s", self, error)
 
     def _settled(self, seen: set[str]) -> None:
-        """The subscription has announced every live worker: drop the others; up."""
+        """The subscription has announced every live worker: drop the others."""
         for uid in [uid for uid in self._records if uid not in seen]:
             self._forget(uid)
-        if not self.up or self._logged is not None:
-            log.info("wool discovery %s: following, %d workers", self, len(self._records))
+        self._working()
+
+    def _working(self) -> None:
+        """The subscription works (it announced a worker, or ran its settle time): up."""
+        if not self.up:
+            log.info("wool discovery %s: following", self)
         self.up = True
         self._logged = None
 
