@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import sys
 from multiprocessing.shared_memory import SharedMemory
 
@@ -161,3 +162,18 @@ class TestRequireWool:
         # Act / Assert
         with pytest.raises(WoolMissing, match=r"wool-idle\[wool\]"):
             require_wool()
+
+    def test_wool_imported_only_when_followed(self) -> None:
+        """Given a fresh interpreter, when it imports the exporter's command line and the
+        follower (as every exporter does), then the wool package is not loaded: only a
+        configured discovery imports it."""
+        # Act
+        code = (
+            "import sys, wool_idle.exporter.cli, wool_idle.discovery.follow; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wool', 'zeroconf')))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        )
+        # Assert
+        assert done.stdout.strip() == "[]"

@@ -151,7 +151,12 @@ async def _serve(
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
-    log.info("exporter scraping %d targets", len(targets.all()))
+    specs = ", ".join(str(f) for f in discovered.followers)
+    log.info(
+        "exporter scraping %d targets%s",
+        len(targets.all()),
+        f" and the workers of {specs}" if specs else "",
+    )
     try:
         return await serve_until_signal(
             "exporter",
