@@ -84,6 +84,19 @@ def own(found: Samples, name: str, discovery: str, **labels: str) -> float | Non
     return found.get((name, key))
 
 
+async def cold_pool_comes_and_goes(
+    fleet: WoolFleet, exporter: DiscoveringExporter, *, remaining: int
+) -> tuple[Samples, Samples]:
+    """Start a cold pool of 1 until the exporter serves it, then stop it until the
+    exporter serves ``remaining`` workers: the scrapes during and after."""
+    cold = await fleet.serve("cold", 1)
+    during = await exporter.until(lambda f: len(tagged(f, "cold")) == 1)
+    cold.terminate()
+    await cold.wait()
+    after = await exporter.until(lambda f: len(workers(f)) == remaining)
+    return during, after
+
+
 @pytest.fixture
 def exporters() -> Iterator[list[DiscoveringExporter]]:
     started: list[DiscoveringExporter] = []
@@ -109,11 +122,7 @@ class TestLocalDiscovery:
             spec = f"local:{fleet.namespace}"
             before = await exporter.until(lambda f: len(tagged(f, "hot")) == 2)
             # Act
-            cold = await fleet.serve("cold", 1)
-            during = await exporter.until(lambda f: len(tagged(f, "cold")) == 1)
-            cold.terminate()
-            await cold.wait()
-            after = await exporter.until(lambda f: len(workers(f)) == 2)
+            during, after = await cold_pool_comes_and_goes(fleet, exporter, remaining=2)
         log = exporter.stop()
         # Assert
         hot = tagged(before, "hot")
@@ -180,11 +189,7 @@ class TestLanDiscovery:
             exporters.append(exporter)
             before = await exporter.until(lambda f: len(tagged(f, "hot")) == 1)
             # Act
-            cold = await fleet.serve("cold", 1)
-            during = await exporter.until(lambda f: len(tagged(f, "cold")) == 1)
-            cold.terminate()
-            await cold.wait()
-            after = await exporter.until(lambda f: len(workers(f)) == 1)
+            during, after = await cold_pool_comes_and_goes(fleet, exporter, remaining=1)
         # Assert
         assert set(workers(after)) == tagged(before, "hot")
         info = workers(during, "wool_worker_info")
