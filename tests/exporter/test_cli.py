@@ -16,7 +16,7 @@ from support.processes import spawn_cli
 import wool_idle
 from wool_idle.cli import build_parser, main
 from wool_idle.discovery.spec import DiscoverySpec
-from wool_idle.exporter.cli import check_discovery
+from wool_idle.exporter.cli import prepare_discovery
 from wool_idle.exporter.settings import DaemonSettings
 
 
@@ -168,6 +168,6 @@ class TestExporterCliDiscovery:
             wool_discovery_lan_interface=("127.0.0.1", "::1"),
         )
         # Act
-        check_discovery(build_parser().subcommands["exporter"], daemon)
+        prepare_discovery(build_parser().subcommands["exporter"], daemon)
         # Assert
         assert wool_lan.AsyncZeroconf.keywords == {"interfaces": ["127.0.0.1", "::1"]}

@@ -96,7 +96,7 @@ def add_discovery_flags(parser: Parser) -> None:
     )
 
 
-def check_discovery(parser: Parser, daemon: DaemonSettings) -> None:
+def prepare_discovery(parser: Parser, daemon: DaemonSettings) -> None:
     """Exit 2 naming the flag when a discovery is asked for but cannot be followed;
     restrict LAN discovery to the interfaces asked for."""
     lan = any(spec.kind is DiscoveryKind.LAN for spec in daemon.wool_discovery)
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     tls = client_tls(args.parser, args)
     web = web_config(args.parser, args)
     daemon = settings_from(args, DaemonSettings)
-    check_discovery(args.parser, daemon)
+    prepare_discovery(args.parser, daemon)
     configure_logging(args)
     targets = TargetSet(static=tuple(Target(a) for a in daemon.target), path=daemon.targets_file)
     targets.reload(force=True)

@@ -85,6 +85,7 @@ class ConnectionCache:
         when ``tls`` is set; asking for the other kind than the open connection's
         replaces it.
         """
+        plaintext = plaintext and self.tls is not None  # no TLS at all: one kind only
         found = self._leases.get(address)
         if found is not None and found.plaintext != plaintext:
             self._retire(found)
