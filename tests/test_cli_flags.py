@@ -18,6 +18,7 @@ MISSING = "/nonexistent/file.pem"
 NOT_PEM = "/etc/hostname"
 A = ["127.0.0.1:1"]  # a well-formed worker address for commands that need one
 SCALE = ["autoscaler", "--max-idle", "1m"]
+LOCAL = ["--wool-discovery", "local:pool"]  # a well-formed discovery that is not lan
 ARABIC_PORT = "host:\u0668\u0660"  # "80" in Arabic-Indic digits
 
 BAD_INPUT: list[tuple[list[str], str]] = [
@@ -88,6 +89,22 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     (["exporter", "--tls-cert", MISSING], "--tls-cert"),
     (["exporter", "--tls-key", NOT_PEM], "--tls-key"),
     (["exporter", "--tls-server-name", "a\tb"], "--tls-server-name"),
+    (["exporter", "--wool-discovery", "pool"], "--wool-discovery"),
+    (["exporter", "--wool-discovery", "dns:pool"], "--wool-discovery"),
+    (["exporter", "--wool-discovery", "local:"], "--wool-discovery"),
+    (["exporter", "--wool-discovery", "local:a/b"], "--wool-discovery"),
+    (["exporter", "--wool-discovery", "lan:a,local:"], "--wool-discovery"),
+    (["exporter", "--wool-discovery.poll-interval", "0"], "--wool-discovery.poll-interval"),
+    (["exporter", "--wool-discovery.poll-interval", "often"], "--wool-discovery.poll-interval"),
+    (["exporter", "--wool-discovery.lan-interface", "eth0"], "--wool-discovery.lan-interface"),
+    (
+        ["exporter", "--wool-discovery.lan-interface", "10.0.0.1:5353"],
+        "--wool-discovery.lan-interface",
+    ),
+    (
+        ["exporter", *LOCAL, "--wool-discovery.lan-interface", "127.0.0.1"],
+        "--wool-discovery.lan-interface",
+    ),
     (["exporter", "--web.config.file", MISSING], "--web.config.file"),
     (["exporter", "--web.config.check"], "--web.config.check"),
     (["exporter", "--log.format", "xml"], "--log.format"),
@@ -157,6 +174,13 @@ BAD_ENVIRONMENT: list[tuple[str, str, list[str], str]] = [
     ("WOOL_IDLE_ALLOW_STOP", "", ["worker"], "--allow-stop"),
     ("WOOL_IDLE_ALLOW_DISPATCH", ",", ["worker"], "--allow-dispatch"),
     ("WOOL_IDLE_TARGET", "good:1,bad", ["exporter"], "--target"),
+    ("WOOL_IDLE_WOOL_DISCOVERY", "local:a,,lan:b", ["exporter"], "--wool-discovery"),
+    (
+        "WOOL_IDLE_WOOL_DISCOVERY_LAN_INTERFACE",
+        "::1,lo",
+        ["exporter"],
+        "--wool-discovery.lan-interface",
+    ),
     ("WOOL_IDLE_SELECTOR", " , ", SCALE, "--selector"),
     ("WOOL_IDLE_MAX_IDLE", "banana", ["autoscaler", "--once"], "--max-idle"),
 ]

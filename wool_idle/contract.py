@@ -24,6 +24,34 @@ IDLE_SUPPORTED: Final = "wool_worker_idle_supported"
 """0 if the worker predates the idle RPC, else 1 when up."""
 PROBE_DURATION: Final = "wool_worker_probe_duration_seconds"
 """How long the worker's idle RPC took."""
+WORKER_INFO: Final = "wool_worker_info"
+"""Always 1, one per worker found through wool's discovery: its volatile facts
+(``UID_LABEL``, ``PID_LABEL``, ``VERSION_LABEL``, ``SECURE_LABEL``) as labels, beside
+``worker`` and the stable labels, so a restart changes this one series only."""
+NAMESPACE_LABEL: Final = "wool_namespace"
+"""The wool discovery namespace a worker was found in (on every series of such a worker)."""
+TAGS_LABEL: Final = "wool_tags"
+"""A discovered worker's wool tags, sorted and comma-joined (on every series of such a
+worker; absent when it has none)."""
+UID_LABEL: Final = "uid"
+"""``WORKER_INFO``: the worker's wool uid."""
+PID_LABEL: Final = "pid"
+"""``WORKER_INFO``: the worker's process id."""
+VERSION_LABEL: Final = "version"
+"""``WORKER_INFO``: the wool version the worker runs."""
+SECURE_LABEL: Final = "secure"
+"""``WORKER_INFO``: ``true`` if the worker's record says it serves TLS, else ``false``."""
+DISCOVERY_LABEL: Final = "discovery"
+"""Names a followed discovery (``local:NAMESPACE``, ``lan:NAMESPACE``) on the exporter's
+own discovery series."""
+DISCOVERY_UP: Final = "wool_exporter_discovery_up"
+"""1 while the exporter follows the discovery, 0 while it cannot (namespace missing,
+subscription failing)."""
+DISCOVERY_WORKERS: Final = "wool_exporter_discovery_workers"
+"""Workers the exporter currently takes from the discovery."""
+DISCOVERY_ERRORS: Final = "wool_exporter_discovery_errors"
+"""A counter (``_total``) of the discovery's problems, by ``reason``: failed attempts to
+follow it, and records skipped for a bad address."""
 BUILD_INFO: Final = "wool_idle_build_info"
 """Always 1, on the exporter's and the autoscaler's ``/metrics``: labels ``version``,
 ``python`` and ``grpc`` say what runs."""

@@ -25,7 +25,7 @@ from wool_idle.exporter.app import ExporterSettings, create_app, process_registr
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
-from wool_idle.worker import LocalWorker, WorkerConnection
+from wool_idle.worker import ClientTls, LocalWorker, WorkerConnection
 
 UNDECODABLE = b"\x09\x00"
 """Bytes that do not decode as an IdleTime (a double field cut short)."""
@@ -125,6 +125,7 @@ class TestMetricsEndpoint:
             "unavailable": 1,
             "deadline": 2,
             "unimplemented": 1,
+            "tls": 0,
             "invalid_value": 3,
             "invalid_reply": 0,
             "other": 0,
@@ -470,9 +471,9 @@ class Fleet:
         )
         self.client = await aiohttp_client(app)
 
-    def connect(self, address: str) -> WorkerConnection:
+    def connect(self, address: str, tls: ClientTls | None) -> WorkerConnection:
         kind = RaisingConnection if address in self.raising else WorkerConnection
-        return kind(address, options=CHANNEL_OPTIONS)
+        return kind(address, tls=tls, options=CHANNEL_OPTIONS)
 
     async def address(self, behaviour: str, index: int, value: float) -> str:
         """The address of the ``index``-th server behaving as ``behaviour``."""

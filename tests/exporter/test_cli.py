@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli
 
 import wool_idle
+from wool_idle.cli import build_parser, main
+from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.cli import prepare_discovery
+from wool_idle.exporter.settings import DaemonSettings
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -132,3 +137,37 @@ class TestExporterCli:
         )
         assert ready[0] == 200
         assert status == 0 and not Path(path).exists()
+
+
+class TestExporterCliDiscovery:
+    def test_wool_discovery_without_wool_exits_2_naming_flag(self, monkeypatch, capsys) -> None:
+        """Given a process where the wool package cannot be imported, when the exporter
+        is asked to follow a wool discovery, then it exits 2 with one line naming
+        --wool-discovery and the extra to install, before serving anything."""
+        # Arrange
+        monkeypatch.setitem(sys.modules, "wool", None)
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main(["exporter", "--listen", "127.0.0.1:0", "--wool-discovery", "local:pool"])
+        err = capsys.readouterr().err
+        # Assert
+        assert exited.value.code == 2
+        assert len(err.strip().splitlines()) == 1
+        assert "argument --wool-discovery:" in err and "wool-idle[wool]" in err
+
+    def test_lan_interface_restricts_wools_zeroconf(self, monkeypatch) -> None:
+        """Given a lan discovery and --wool-discovery.lan-interface, when checked at
+        start, then every zeroconf wool's LanDiscovery makes binds those interfaces
+        only (wool has no option for it)."""
+        # Arrange
+        import wool.runtime.discovery.lan as wool_lan
+
+        monkeypatch.setattr(wool_lan, "AsyncZeroconf", wool_lan.AsyncZeroconf)
+        daemon = DaemonSettings(
+            wool_discovery=(DiscoverySpec.parse("lan:pool"),),
+            wool_discovery_lan_interface=("127.0.0.1", "::1"),
+        )
+        # Act
+        prepare_discovery(build_parser().subcommands["exporter"], daemon)
+        # Assert
+        assert wool_lan.AsyncZeroconf.keywords == {"interfaces": ["127.0.0.1", "::1"]}

@@ -7,6 +7,7 @@ import asyncio
 from support.pooled import settled, users
 
 from wool_idle.exporter.connections import ConnectionCache
+from wool_idle.worker import ClientTls
 
 
 async def call(cache: ConnectionCache, address: str, *, adhoc: bool, healthy: bool = True) -> None:
@@ -100,3 +101,27 @@ class TestConnectionCache:
         assert first.address not in cache.open()
         await cache.close()
         assert [users(w.address) for w in (configured, first, second)] == [0, 0, 0]
+
+    async def test_lease_other_kind_replaces_the_connection(
+        self, start_server, tls_material
+    ) -> None:
+        """Given a TLS cache with a TLS connection open to an address, when a plaintext
+        lease of that address is asked for (the worker's record changed), then a new
+        plaintext connection replaces it and answers; the old one is closed."""
+        # Arrange
+        server = await start_server()
+        cache = ConnectionCache(tls=ClientTls(ca_file=tls_material.ca))
+        first = cache.lease(server.address)
+        cache.release(first, healthy=False)
+        # Act
+        second = cache.lease(server.address, plaintext=True)
+        try:
+            seconds = await second.connection.idle_time(timeout=5.0)
+        finally:
+            cache.release(second, healthy=True)
+        # Assert
+        assert second is not first and second.plaintext and not first.plaintext
+        assert first.retired
+        assert seconds >= 0
+        assert cache.open() == {server.address}
+        await cache.close()

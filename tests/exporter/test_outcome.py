@@ -16,6 +16,12 @@ from wool_idle.exporter.outcome import ErrorReason, ProbeResult, classify, unans
 from wool_idle.exporter.targets import Target
 
 TARGET = Target("w:1")
+HANDSHAKE_FAILED = (
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:34803: Tls "
+    "handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:100000f7:SSL "
+    "routines:OPENSSL_internal:WRONG_VERSION_NUMBER"
+)
+"""What gRPC 1.85 says when a TLS client meets a plaintext worker."""
 
 
 class TestClassify:
@@ -34,6 +40,13 @@ class TestClassify:
                 False,
                 None,
                 ErrorReason.UNAVAILABLE,
+            ),
+            (
+                TransientRpcError("idle", grpc.StatusCode.UNAVAILABLE, HANDSHAKE_FAILED),
+                False,
+                False,
+                None,
+                ErrorReason.TLS,
             ),
             (
                 TransientRpcError("idle", grpc.StatusCode.DEADLINE_EXCEEDED, "slow"),

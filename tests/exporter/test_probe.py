@@ -8,12 +8,13 @@ import time
 
 from support.closing import ClosingServer
 from support.pooled import settled, users
+from support.tls import TlsMaterial
 
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.outcome import ErrorReason
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target
-from wool_idle.worker import WorkerConnection
+from wool_idle.worker import ClientTls, ServerTls, WorkerConnection
 
 
 def closed_ports(count: int) -> list[str]:
@@ -77,9 +78,9 @@ class TestProber:
         healthy = await scripted(seconds=4.0)
         cut_off = "127.0.0.1:1"
 
-        def connect(address: str) -> WorkerConnection:
+        def connect(address: str, tls: ClientTls | None) -> WorkerConnection:
             kind = CutOffConnection if address == cut_off else WorkerConnection
-            return kind(address, options=CHANNEL_OPTIONS)
+            return kind(address, tls=tls, options=CHANNEL_OPTIONS)
 
         prober = Prober(
             tls=None, timeout=5.0, concurrency=4, connections=ConnectionCache(connect=connect)
@@ -145,3 +146,72 @@ class TestProber:
         assert capped == [0, 0, 1, 1, 1, 1]
         assert prober.connections.open() == set()
         assert [users(w.address) for w in workers] == [0] * 6
+
+
+class TestProberTls:
+    """TLS per target: a discovered worker's record decides (``Target.secure``)."""
+
+    @staticmethod
+    def client_tls(material: TlsMaterial, *, ca: str | None = None) -> ClientTls:
+        return ClientTls(ca_file=ca or material.ca)
+
+    async def test_probe_secure_record_without_client_tls_is_tls_not_dialled(self) -> None:
+        """Given a discovered worker whose record says it serves TLS, and no client TLS,
+        when probed, then the reason is tls and no connection was opened."""
+        # Arrange
+        prober = Prober(tls=None, timeout=5.0, concurrency=4)
+        target = Target(closed_ports(1)[0], secure=True)
+        # Act
+        result = await prober.probe(target, time.monotonic() + 5.0)
+        # Assert
+        assert (result.up, result.idle, result.error) == (False, None, ErrorReason.TLS)
+        assert prober.connections.open() == set()
+        await prober.close()
+
+    async def test_probe_secure_flag_picks_tls_or_plaintext(
+        self, start_server, tls_material: TlsMaterial
+    ) -> None:
+        """Given client TLS and two discovered workers, one serving TLS (secure) and one
+        plaintext (not secure), when fanned out, then both answer: the flag picked TLS
+        for the first and plaintext for the second."""
+        # Arrange
+        server_tls = ServerTls(cert_file=tls_material.server.cert, key_file=tls_material.server.key)
+        secure = await start_server("localhost:0", tls=server_tls)
+        plain = await start_server()
+        prober = Prober(tls=self.client_tls(tls_material), timeout=5.0, concurrency=4)
+        targets = [Target(secure.address, secure=True), Target(plain.address, secure=False)]
+        # Act
+        results = await prober.fan_out(targets, 5.0)
+        # Assert
+        assert [(r.up, r.error) for r in results] == [(True, None), (True, None)]
+        await prober.close()
+
+    async def test_probe_handshake_failure_is_tls(
+        self, start_server, tls_material: TlsMaterial
+    ) -> None:
+        """Given client TLS, when probing a plaintext worker listed statically (TLS by
+        the flags) and a TLS worker whose certificate another CA signed, then both
+        fail their handshake: reason tls, not unavailable; a closed port stays
+        unavailable."""
+        # Arrange
+        server_tls = ServerTls(cert_file=tls_material.server.cert, key_file=tls_material.server.key)
+        secure = await start_server("localhost:0", tls=server_tls)
+        plain = await start_server()
+        wrong_ca = Prober(
+            tls=self.client_tls(tls_material, ca=tls_material.other_ca),
+            timeout=5.0,
+            concurrency=4,
+        )
+        prober = Prober(tls=self.client_tls(tls_material), timeout=5.0, concurrency=4)
+        # Act
+        static = await prober.probe(Target(plain.address), time.monotonic() + 5.0)
+        closed = await prober.probe(Target(closed_ports(1)[0]), time.monotonic() + 5.0)
+        untrusted = await wrong_ca.probe(
+            Target(secure.address, secure=True), time.monotonic() + 5.0
+        )
+        # Assert
+        assert (static.up, static.error) == (False, ErrorReason.TLS)
+        assert (untrusted.up, untrusted.error) == (False, ErrorReason.TLS)
+        assert closed.error is ErrorReason.UNAVAILABLE
+        await prober.close()
+        await wrong_ca.close()

@@ -230,6 +230,44 @@ class TestTargetSet:
         )
         assert unchanged and targets.all() is first
 
+    def test_set_discovered_last_in_precedence_reindexed_on_change(self, tmp_path: Path) -> None:
+        """Given static and file targets, when discovered targets are set that share an
+        address with each and add one, then each address is the first source's, the new
+        one is listed last; setting the same discovered targets again keeps the list."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        path.write_text('[{"targets": ["f:1"], "labels": {"p": "x"}}]')
+        targets = TargetSet(static=(Target("s:9"),), path=str(path))
+        targets.reload()
+        found = [
+            Target("s:9", (("wool_namespace", "ns"),), secure=True),
+            Target("f:1", (("wool_namespace", "ns"),)),
+            Target("d:2", (("wool_namespace", "ns"),), info=(("uid", "u"),), secure=False),
+        ]
+        # Act
+        targets.set_discovered(found)
+        first = targets.all()
+        targets.set_discovered(list(found))
+        # Assert
+        assert first == [Target("s:9"), Target("f:1", (("p", "x"),)), found[2]]
+        assert targets.get("d:2") == found[2] and targets.discovered == tuple(found)
+        assert targets.all() is first
+
+
+class TestTarget:
+    def test_label_dicts_built_once(self) -> None:
+        """Given a target, then its label and info dicts are the same objects on every
+        call (built when the target is made, not per scrape), the info one holding the
+        labels too; they do not take part in equality."""
+        # Arrange
+        target = Target("h:1", (("pool", "a"),), info=(("uid", "u"),))
+        # Act / Assert
+        assert target.label_dict() is target.label_dict()
+        assert target.info_dict() is target.info_dict()
+        assert target.info_dict() == {"worker": "h:1", "pool": "a", "uid": "u"}
+        assert target == Target("h:1", (("pool", "a"),), info=(("uid", "u"),))
+        assert target != Target("h:1", (("pool", "a"),), info=(("uid", "v"),))
+
 
 def big_targets_file(path: Path, count: int) -> None:
     """A YAML file_sd file of ``count`` targets, each in its own group with labels."""

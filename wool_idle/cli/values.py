@@ -13,6 +13,7 @@ the very same function, so one text is accepted or refused alike from both.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import ssl
 import urllib.parse
@@ -173,6 +174,13 @@ def _certificates(text: str) -> str:
     return text
 
 
+def _ip_address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        raise ValueError(f"invalid IP address {text!r} (e.g. 127.0.0.1 or ::1)") from None
+
+
 def choice(*words: str) -> Value[str]:
     """One of ``words`` (any case; the value is the word as listed)."""
 
@@ -210,5 +218,7 @@ READABLE_FILE: Final = Value("PATH", _readable_file)
 """A path to a file readable now."""
 CERTIFICATES: Final = Value("PATH", _certificates)
 """A PEM file with at least one certificate that parses."""
+IP_ADDRESS: Final = Value("IP", _ip_address)
+"""An IPv4 or IPv6 address literal (no host name, no interface name)."""
 DISCOVERY: Final = Value("KIND:NAMESPACE", DiscoverySpec.parse)
 """A wool discovery to follow: ``local:NAMESPACE`` or ``lan:NAMESPACE``."""

@@ -1,7 +1,8 @@
 """The exporter's HTTP endpoints (aiohttp).
 
 ``/metrics`` fans out over every target; ``/probe?target=`` asks one worker
-(blackbox_exporter's multi-target pattern); ``/`` is a landing page;
+(blackbox_exporter's multi-target pattern); ``/sd`` lists the targets for
+Prometheus's HTTP service discovery; ``/`` is a landing page;
 ``/-/healthy`` and ``/-/ready`` are for orchestrators.
 """
 
@@ -21,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
+from wool_idle.exporter.sd import add_sd_route
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.app import Landing, create_base_app
 from wool_idle.web.metrics import render_metrics
@@ -78,7 +80,7 @@ def create_app(
     registry.register(ExporterCollector(prober, targets))
     landing = Landing(
         title="wool-idle exporter",
-        links=("/metrics",),
+        links=("/metrics", "/sd"),
         body=lambda: targets_table(targets.all(), prober.last),
     )
     app = create_base_app(landing, readiness=lambda: _not_ready(targets))
@@ -102,6 +104,7 @@ def create_app(
 
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/probe", probe)
+    add_sd_route(app, targets)
     return app
 
 

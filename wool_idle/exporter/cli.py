@@ -11,9 +11,21 @@ from wool_idle.cli.log_flags import add_log_flags, configure_logging
 from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
 from wool_idle.cli.serve import serve_until_signal
 from wool_idle.cli.tls_flags import add_client_tls_flags, client_tls
-from wool_idle.cli.values import ADDRESS, DURATION, FILE, POSITIVE_DURATION, whole_number
+from wool_idle.cli.values import (
+    ADDRESS,
+    DISCOVERY,
+    DURATION,
+    FILE,
+    IP_ADDRESS,
+    POSITIVE_DURATION,
+    whole_number,
+)
 from wool_idle.cli.web_flags import add_web_flags, web_config
+from wool_idle.discovery.follow import WoolMissing, require_wool
+from wool_idle.discovery.lan import restrict_zeroconf
+from wool_idle.discovery.spec import DiscoveryKind
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.targets import Target, TargetSet
@@ -41,6 +53,7 @@ def register(root: Parser) -> None:
         POSITIVE_DURATION,
         "how often the targets file is checked for changes (also on SIGHUP)",
     )
+    add_discovery_flags(parser)
     scrape = parser.section("scrape", "how a scrape asks the workers")
     scrape.add(
         "--timeout",
@@ -59,11 +72,52 @@ def register(root: Parser) -> None:
     parser.set_defaults(func=run, parser=parser)
 
 
+def add_discovery_flags(parser: Parser) -> None:
+    """Add ``--wool-discovery`` and its options."""
+    section = parser.section(
+        "wool discovery", "take workers from wool's own discovery (needs the wool extra)"
+    )
+    section.add(
+        "--wool-discovery",
+        DISCOVERY,
+        "follow a wool namespace: local:NAMESPACE (LocalDiscovery) or lan:NAMESPACE",
+        repeatable=True,
+    )
+    section.add(
+        "--wool-discovery.poll-interval",
+        POSITIVE_DURATION,
+        "how often a local namespace is read, and a failed discovery retried",
+    )
+    section.add(
+        "--wool-discovery.lan-interface",
+        IP_ADDRESS,
+        "IP of an interface lan discoveries use (default: all interfaces)",
+        repeatable=True,
+    )
+
+
+def prepare_discovery(parser: Parser, daemon: DaemonSettings) -> None:
+    """Exit 2 naming the flag when a discovery is asked for but cannot be followed;
+    restrict LAN discovery to the interfaces asked for."""
+    lan = any(spec.kind is DiscoveryKind.LAN for spec in daemon.wool_discovery)
+    if daemon.wool_discovery_lan_interface and not lan:
+        parser.error("argument --wool-discovery.lan-interface: no --wool-discovery lan:NAMESPACE")
+    if not daemon.wool_discovery:
+        return
+    try:
+        require_wool()
+    except WoolMissing as error:
+        parser.error(f"argument --wool-discovery: {error}")
+    if daemon.wool_discovery_lan_interface:
+        restrict_zeroconf(daemon.wool_discovery_lan_interface)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the exporter until SIGTERM or SIGINT."""
     tls = client_tls(args.parser, args)
     web = web_config(args.parser, args)
     daemon = settings_from(args, DaemonSettings)
+    prepare_discovery(args.parser, daemon)
     configure_logging(args)
     targets = TargetSet(static=tuple(Target(a) for a in daemon.target), path=daemon.targets_file)
     targets.reload(force=True)
@@ -80,9 +134,15 @@ async def _serve(
     prober = Prober(tls=tls, timeout=settings.timeout, concurrency=daemon.concurrency)
     registry = process_registry()
     register_build_info(registry)
+    discovered = DiscoveredTargets(
+        daemon.wool_discovery, targets, poll_interval=daemon.wool_discovery_poll_interval
+    )
+    if discovered.followers:
+        registry.register(DiscoveryCollector(discovered.followers))
     app = create_app(targets, prober, registry, settings)
     stopped = asyncio.Event()
     refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))
+    following = asyncio.ensure_future(discovered.run())
     reloads: set[asyncio.Future[bool]] = set()
 
     def reload() -> None:
@@ -91,7 +151,12 @@ async def _serve(
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
-    log.info("exporter scraping %d targets", len(targets.all()))
+    specs = ", ".join(str(f) for f in discovered.followers)
+    log.info(
+        "exporter scraping %d targets%s",
+        len(targets.all()),
+        f" and the workers of {specs}" if specs else "",
+    )
     try:
         return await serve_until_signal(
             "exporter",
@@ -101,7 +166,8 @@ async def _serve(
             reload=reload,
         )
     finally:
-        refresher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await refresher
+        for task in (refresher, following):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await prober.close()

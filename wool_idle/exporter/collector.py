@@ -1,11 +1,14 @@
 """Metric families built fresh from one fan-out's results (custom collectors).
 
 Series (label ``worker`` is the target address as configured, plus any
-labels from the targets file):
+labels from the targets file, or ``wool_namespace`` and ``wool_tags`` for a
+worker found through wool's discovery):
 
 - ``wool_worker_idle_seconds`` only for a worker that answered a valid value;
 - ``wool_worker_up``, ``wool_worker_idle_supported``,
   ``wool_worker_probe_duration_seconds`` for every target;
+- ``wool_worker_info`` (1) for every target found through wool's discovery,
+  with its volatile facts as labels too;
 - the exporter's own: ``wool_exporter_probe_errors_total{reason}``,
   ``wool_exporter_targets``, ``wool_exporter_scrape_duration_seconds``,
   ``wool_exporter_targets_reload_success``,
@@ -21,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, PROBE_DURATION, UP
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, PROBE_DURATION, UP, WORKER_INFO
 from wool_idle.exporter.outcome import ErrorReason, ProbeResult
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
@@ -40,6 +43,11 @@ def worker_families(results: Sequence[ProbeResult]) -> list[Metric]:
     """The per-worker families for ``results``."""
     labelled = [(result.target.label_dict(), result) for result in results]
     return [
+        _gauge(
+            WORKER_INFO,
+            "1 per worker found through wool's discovery; its volatile facts as labels.",
+            ((r.target.info_dict(), 1.0) for r in results if r.target.info),
+        ),
         _gauge(
             IDLE_SECONDS,
             "Seconds the worker has been continuously idle, as it reports; absent when unknown.",

@@ -34,7 +34,8 @@ CHANNEL_OPTIONS: Final = (
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
 
-Connect = Callable[[str], WorkerConnection]
+Connect = Callable[[str, ClientTls | None], WorkerConnection]
+"""Open a connection to an address, over TLS with the given settings or in plaintext."""
 
 
 @dataclass(eq=False)
@@ -43,6 +44,7 @@ class Lease:
 
     address: str
     connection: WorkerConnection
+    plaintext: bool = False
     calls: int = 0
     configured: bool = False
     retired: bool = False
@@ -60,8 +62,9 @@ class ConnectionCache:
         adhoc_limit: int = ADHOC_LIMIT,
         adhoc_ttl: float = ADHOC_TTL,
     ) -> None:
+        self.tls = tls
         self._connect = connect or (
-            lambda address: WorkerConnection(address, tls=tls, options=CHANNEL_OPTIONS)
+            lambda address, tls: WorkerConnection(address, tls=tls, options=CHANNEL_OPTIONS)
         )
         self.adhoc_limit = adhoc_limit
         self.adhoc_ttl = adhoc_ttl
@@ -73,16 +76,23 @@ class ConnectionCache:
         """The addresses that have a connection in the cache."""
         return set(self._leases)
 
-    def lease(self, address: str, *, adhoc: bool = False) -> Lease:
+    def lease(self, address: str, *, adhoc: bool = False, plaintext: bool = False) -> Lease:
         """The connection to ``address`` for one call; give it back with ``release``.
 
         An ``adhoc`` lease (``/probe``) of an address outside the configured set
         counts against the ad-hoc limit; any other lease makes the address part
-        of the configured set.
+        of the configured set. A ``plaintext`` lease connects without TLS even
+        when ``tls`` is set; asking for the other kind than the open connection's
+        replaces it.
         """
+        plaintext = plaintext and self.tls is not None  # no TLS at all: one kind only
         found = self._leases.get(address)
+        if found is not None and found.plaintext != plaintext:
+            self._retire(found)
+            found = None
         if found is None:
-            found = Lease(address, self._connect(address), configured=not adhoc)
+            tls = None if plaintext else self.tls
+            found = Lease(address, self._connect(address, tls), plaintext, configured=not adhoc)
             self._leases[address] = found
         elif not found.configured and not adhoc:
             self._configure(found)

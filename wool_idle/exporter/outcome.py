@@ -27,6 +27,10 @@ class ErrorReason(StrEnum):
     """No answer within the scrape's budget or ``--timeout``."""
     UNIMPLEMENTED = "unimplemented"
     """The worker predates the idle RPC (a wool worker older than 0.15)."""
+    TLS = "tls"
+    """A TLS mismatch: the TLS handshake failed (a wrong CA, a plaintext worker, a
+    refused certificate), or the worker's discovery record says it serves TLS and no
+    client TLS is configured (the worker is then not dialled)."""
     INVALID_VALUE = "invalid_value"
     """The worker answered a value that is not a finite number >= 0."""
     INVALID_REPLY = "invalid_reply"
@@ -64,6 +68,11 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
     return ProbeResult(target, True, True, None, duration, ErrorReason.INVALID_VALUE)
 
 
+def tls_mismatch(target: Target) -> ProbeResult:
+    """The result for a worker that serves TLS when the exporter has no client TLS."""
+    return ProbeResult(target, False, False, None, 0.0, ErrorReason.TLS)
+
+
 def unanswered(target: Target, duration: float) -> ProbeResult:
     """The result for a target not heard from within the budget."""
     return ProbeResult(target, False, False, None, duration, ErrorReason.DEADLINE)
@@ -79,7 +88,8 @@ def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
         if error.code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return ErrorReason.DEADLINE, False
         if error.code is grpc.StatusCode.UNAVAILABLE:
-            return ErrorReason.UNAVAILABLE, False
+            handshake = "handshake" in error.details.lower()
+            return (ErrorReason.TLS if handshake else ErrorReason.UNAVAILABLE), False
         # Any other status came from the worker: it is up.
         return ErrorReason.OTHER, True
     if isinstance(error, asyncio.CancelledError):

@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from wool_idle.exceptions import WoolError
 from wool_idle.exporter.coalesce import Coalescer, Results
 from wool_idle.exporter.connections import ConnectionCache
-from wool_idle.exporter.outcome import ErrorReason, ProbeResult, classify, unanswered
+from wool_idle.exporter.outcome import (
+    ErrorReason,
+    ProbeResult,
+    classify,
+    tls_mismatch,
+    unanswered,
+)
 from wool_idle.exporter.targets import Target
 from wool_idle.worker import ClientTls
 
@@ -91,13 +97,22 @@ class Prober:
             results[target.address] = await self.probe(target, deadline)
 
     async def probe(self, target: Target, deadline: float, *, adhoc: bool = False) -> ProbeResult:
-        """Ask one target for its idle time, giving up at ``deadline`` (monotonic)."""
+        """Ask one target for its idle time, giving up at ``deadline`` (monotonic).
+
+        TLS or not: a discovered worker's record decides (``Target.secure``); a
+        worker that serves TLS is not dialled without client TLS (reason ``tls``).
+        Any other target uses TLS exactly when client TLS is configured.
+        """
         started = time.monotonic()
         timeout = min(self.timeout, deadline - started)
         if timeout <= 0:
             return unanswered(target, 0.0)
+        if target.secure and self.connections.tls is None:
+            return tls_mismatch(target)
         try:
-            lease = self.connections.lease(target.address, adhoc=adhoc)
+            lease = self.connections.lease(
+                target.address, adhoc=adhoc, plaintext=target.secure is False
+            )
         except Exception as error:  # a client that cannot be made is this target's failure
             self._log_unexpected(target, error)
             return classify(target, error, time.monotonic() - started)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wool_idle.discovery.follow import DEFAULT_POLL_INTERVAL
+from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.web.site import EXPORTER_LISTEN
 
 
@@ -21,5 +23,11 @@ class DaemonSettings:
     """A Prometheus file_sd JSON or YAML file of workers."""
     targets_refresh: float = 5.0
     """How often the targets file is checked for changes."""
+    wool_discovery: tuple[DiscoverySpec, ...] = ()
+    """wool discoveries whose workers are targets too (``local:NS``, ``lan:NS``)."""
+    wool_discovery_poll_interval: float = DEFAULT_POLL_INTERVAL
+    """How often a ``local`` namespace is read, and a failed discovery retried."""
+    wool_discovery_lan_interface: tuple[str, ...] = ()
+    """IP addresses of the interfaces ``lan`` discoveries use (default: all)."""
     concurrency: int = 256
     """Idle RPCs in flight at once."""

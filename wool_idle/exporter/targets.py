@@ -1,4 +1,5 @@
-"""The exporter's targets: ``--target`` flags plus a Prometheus file_sd file.
+"""The exporter's targets: ``--target`` flags, a Prometheus file_sd file, and the
+workers of followed wool discoveries (set by ``discovered``).
 
 The file is read as Prometheus reads it (see ``file_sd``); each target must
 be a worker address (``host:port`` or ``unix:/path``). Labels whose name
@@ -18,7 +19,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wool_idle.contract import WORKER_LABEL
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
@@ -39,10 +40,28 @@ class Target:
 
     address: str
     labels: Labels = ()
+    info: Labels = ()
+    """A discovered worker's volatile facts (uid, pid, ...): the labels of its info
+    series only; empty for the targets of flags and files."""
+    secure: bool | None = None
+    """Whether a discovered worker's record says it serves TLS; None when nothing
+    says (flags and files: TLS exactly when client TLS is configured)."""
+    _label_dict: dict[str, str] = field(init=False, repr=False, compare=False)
+    _info_dict: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built once per target, not per scrape.
+        label_dict = {WORKER_LABEL: self.address, **dict(self.labels)}
+        object.__setattr__(self, "_label_dict", label_dict)
+        object.__setattr__(self, "_info_dict", {**label_dict, **dict(self.info)})
 
     def label_dict(self) -> dict[str, str]:
-        """``worker`` plus the file's labels."""
-        return {WORKER_LABEL: self.address, **dict(self.labels)}
+        """``worker`` plus the target's labels. The same dict every call: do not modify."""
+        return self._label_dict
+
+    def info_dict(self) -> dict[str, str]:
+        """``label_dict`` plus ``info``: the info series' labels. Do not modify."""
+        return self._info_dict
 
 
 def parse_targets_document(data: bytes | str, *, syntax: Syntax = "yaml") -> list[Target]:
@@ -85,7 +104,8 @@ class _Read:
 
 
 class TargetSet:
-    """Static targets plus those of an optional file_sd file.
+    """Static targets, those of an optional file_sd file, and discovered ones (in
+    that order of precedence: an address is one target, the first source's).
 
     ``reload`` (on the calling thread) and ``refresh`` (off the event loop)
     re-read the file when its content changed, or when forced; a failure
@@ -98,6 +118,7 @@ class TargetSet:
         self.reload_success = True
         self.reload_timestamp = time.time()
         self._file_targets: tuple[Target, ...] = ()
+        self._discovered: tuple[Target, ...] = ()
         self._digest: bytes | None = None
         self._loaded = False
         self._failure: str | None = None
@@ -115,12 +136,24 @@ class TargetSet:
         return self._file_targets
 
     @property
+    def discovered(self) -> tuple[Target, ...]:
+        """The targets of the followed wool discoveries."""
+        return self._discovered
+
+    def set_discovered(self, targets: Sequence[Target]) -> None:
+        """Make ``targets`` the discovered targets (re-indexing only when they changed)."""
+        found = tuple(targets)
+        if found != self._discovered:
+            self._discovered = found
+            self._index()
+
+    @property
     def loaded(self) -> bool:
         """Whether the file (if any) has been read successfully at least once."""
         return self.path is None or self._loaded
 
     def all(self) -> list[Target]:
-        """Every target, static first, each address once. The same list object
+        """Every target, static, file, discovered, each address once. The same list object
         until the set changes: do not modify it."""
         return self._all
 
@@ -193,7 +226,7 @@ class TargetSet:
 
     def _index(self) -> None:
         seen: dict[str, Target] = {}
-        for target in (*self._static, *self._file_targets):
+        for target in (*self._static, *self._file_targets, *self._discovered):
             seen.setdefault(target.address, target)
         self._by_address = seen
         self._all = list(seen.values())

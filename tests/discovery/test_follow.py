@@ -1,0 +1,179 @@
+"""Following real wool 0.15 ``LocalDiscovery`` namespaces (and a LAN one that cannot
+start), held and published to by the test process through wool's own classes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+from multiprocessing.shared_memory import SharedMemory
+
+import pytest
+from support.pooled import settled
+from support.wool_namespaces import held, publishing, running
+from wool import LocalDiscovery
+from wool.runtime.discovery.local import _short_hash
+
+from wool_idle.discovery.attachment import FollowProblem
+from wool_idle.discovery.follow import WoolMissing, follower, require_wool
+from wool_idle.discovery.spec import DiscoverySpec
+
+POLL = 0.1
+
+
+def local(namespace: str, **kwargs):
+    return follower(DiscoverySpec.parse(f"local:{namespace}"), poll_interval=POLL, **kwargs)
+
+
+def addresses(each) -> set[str]:
+    return {record.address for record in each.records.values()}
+
+
+class TestFollower:
+    async def test_run_follows_adds_updates_and_drops(self, namespace: str) -> None:
+        """Given a held namespace with one worker, when a worker is added, one re-published
+        with other tags and one dropped, then the records follow each change, every record
+        is reported changed once per change only, and the follower is up."""
+        # Arrange
+        changes: list[int] = []
+        async with held(namespace) as publish:
+            first = await publish.add("127.0.0.1:5001", tags=("b", "a"))
+            async with running(local(namespace, on_change=lambda: changes.append(1))) as each:
+                await settled(lambda: each.up)
+                seen_first = addresses(each)
+                # Act
+                second = await publish.add("127.0.0.1:5002")
+                await settled(lambda: len(each.records) == 2)
+                await publish.add("127.0.0.1:5001", tags=("c",), uid=first)
+                await settled(lambda: each.records[str(first)].tags == ("c",))
+                await publish.drop(second)
+                await settled(lambda: len(each.records) == 1)
+                await asyncio.sleep(5 * POLL)  # several polls re-announce every worker
+                # Assert
+                assert seen_first == {"127.0.0.1:5001"}
+                assert addresses(each) == {"127.0.0.1:5001"}
+                assert each.records[str(first)].tags == ("c",)
+                assert len(changes) == 4  # first, second, first updated, second dropped
+                assert each.up
+
+    async def test_run_namespace_missing_is_retried_then_followed(self, namespace: str) -> None:
+        """Given no namespace, when the follower runs, then it is down with
+        namespace_missing counted (and logged once); when the namespace appears with a
+        worker, then it is up and follows it."""
+        # Arrange
+        async with running(local(namespace)) as each:
+            await settled(lambda: each.errors[FollowProblem.NAMESPACE_MISSING] >= 3)
+            missing = (each.up, dict(each.records))
+            # Act
+            async with held(namespace) as publish:
+                await publish.add("127.0.0.1:5001")
+                await settled(lambda: each.up and len(each.records) == 1)
+                # Assert
+                assert missing == (False, {})
+                assert each.up and addresses(each) == {"127.0.0.1:5001"}
+
+    async def test_run_bad_address_skipped_counted_once(self, namespace: str, caplog) -> None:
+        """Given a namespace where one record's address is not a worker address, when
+        followed over many polls, then that worker is never a record, it is counted and
+        logged once, and the good worker is followed."""
+        # Arrange
+        caplog.set_level(logging.WARNING, logger="wool_idle.discovery")
+        async with held(namespace) as publish:
+            await publish.add("not an address")
+            await publish.add("127.0.0.1:5001")
+            # Act
+            async with running(local(namespace)) as each:
+                await settled(lambda: each.up)
+                await asyncio.sleep(5 * POLL)
+                # Assert
+                assert addresses(each) == {"127.0.0.1:5001"}
+                assert each.errors[FollowProblem.INVALID_ADDRESS] == 1
+                skipped = [r for r in caplog.records if "not an address" in r.getMessage()]
+                assert len(skipped) == 1
+
+    async def test_run_stale_record_reported_workers_kept(self, namespace: str) -> None:
+        """Given a followed namespace with two workers, when one worker's record block
+        vanishes (as when its publisher is killed), then the follower is down with
+        stale_record counted and keeps both workers; when that worker is dropped, it is up
+        again with the other one only."""
+        # Arrange
+        async with held(namespace) as publish:
+            kept = await publish.add("127.0.0.1:5001")
+            lost = await publish.add("127.0.0.1:5002")
+            async with running(local(namespace)) as each:
+                await settled(lambda: each.up and len(each.records) == 2)
+                # Act
+                SharedMemory(name=_short_hash(lost.hex)).unlink()
+                await settled(lambda: each.errors[FollowProblem.STALE_RECORD] >= 2)
+                poisoned = (each.up, addresses(each))
+                await publish.drop(lost)
+                await settled(lambda: each.up and len(each.records) == 1)
+                # Assert
+                assert poisoned == (False, {"127.0.0.1:5001", "127.0.0.1:5002"})
+                assert set(each.records) == {str(kept)}
+
+    async def test_run_replaced_namespace_is_attached_again(self, namespace: str) -> None:
+        """Given a followed namespace with a worker whose publisher stays up, when the
+        namespace's owner leaves and a new owner creates it again with another worker,
+        then the follower forgets the old worker and follows the new one (it does not
+        stay on the unlinked segment, which still reads as before)."""
+        # Arrange
+        owner = LocalDiscovery(namespace)
+        owner.__enter__()
+        async with running(local(namespace)) as each, publishing(namespace) as old:
+            await old.add("127.0.0.1:5001")
+            await settled(lambda: addresses(each) == {"127.0.0.1:5001"})
+            # Act
+            owner.__exit__(None, None, None)
+            async with held(namespace) as publish:
+                await publish.add("127.0.0.1:5002")
+                await settled(lambda: addresses(each) == {"127.0.0.1:5002"} and each.up)
+                # Assert
+                assert addresses(each) == {"127.0.0.1:5002"}
+                assert each.up
+
+    async def test_run_lan_interface_not_up_is_failed_not_fatal(self, monkeypatch) -> None:
+        """Given LAN discovery restricted to an address no interface has, when followed,
+        then every attempt fails as `failed`, it is retried, and the follower is down."""
+        # Arrange
+        import functools
+
+        import wool.runtime.discovery.lan as wool_lan
+        from zeroconf.asyncio import AsyncZeroconf
+
+        unroutable = functools.partial(AsyncZeroconf, interfaces=["192.0.2.123"])
+        monkeypatch.setattr(wool_lan, "AsyncZeroconf", unroutable)
+        spec = DiscoverySpec.parse("lan:unit-no-interface")
+        # Act
+        async with running(follower(spec, poll_interval=POLL)) as each:
+            await settled(lambda: each.errors[FollowProblem.FAILED] >= 3)
+            # Assert
+            assert each.errors[FollowProblem.FAILED] >= 3
+            assert not each.up and each.records == {}
+
+
+class TestRequireWool:
+    def test_require_wool_missing_says_how_to_install(self, monkeypatch) -> None:
+        """Given a process where the wool package cannot be imported, when a discovery
+        needs it, then WoolMissing names the extra to install."""
+        # Arrange
+        monkeypatch.setitem(sys.modules, "wool", None)
+        # Act / Assert
+        with pytest.raises(WoolMissing, match=r"wool-idle\[wool\]"):
+            require_wool()
+
+    def test_wool_imported_only_when_followed(self) -> None:
+        """Given a fresh interpreter, when it imports the exporter's command line and the
+        follower (as every exporter does), then the wool package is not loaded: only a
+        configured discovery imports it."""
+        # Act
+        code = (
+            "import sys, wool_idle.exporter.cli, wool_idle.discovery.follow; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wool', 'zeroconf')))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        )
+        # Assert
+        assert done.stdout.strip() == "[]"

@@ -1,0 +1,60 @@
+"""A worker record from wool 0.15's own ``WorkerMetadata``."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from wool import WorkerMetadata
+
+from wool_idle.discovery.records import InvalidRecord, WorkerRecord
+
+
+def metadata(address: str = "127.0.0.1:5001", **fields) -> WorkerMetadata:
+    return WorkerMetadata(
+        uid=fields.pop("uid", uuid.UUID(int=7)), address=address, pid=12, version="0.15.7", **fields
+    )
+
+
+class TestWorkerRecord:
+    def test_from_metadata_keeps_every_fact_comparable(self) -> None:
+        """Given wool metadata with unordered tags and extra facts, when turned into a
+        record, then its facts are plain values (tags and extra sorted), equal to the
+        record of the same metadata announced again."""
+        # Arrange
+        given = metadata(
+            tags=frozenset({"hot", "gpu"}), extra={"zone": "eu", "a": "1"}, secure=True
+        )
+        # Act
+        record = WorkerRecord.from_metadata(given)
+        # Assert
+        assert record == WorkerRecord(
+            uid="00000000-0000-0000-0000-000000000007",
+            address="127.0.0.1:5001",
+            pid=12,
+            version="0.15.7",
+            tags=("gpu", "hot"),
+            extra=(("a", "1"), ("zone", "eu")),
+            secure=True,
+        )
+        assert record.tags_label == "gpu,hot"
+        assert record == WorkerRecord.from_metadata(
+            metadata(tags=frozenset({"gpu", "hot"}), extra={"a": "1", "zone": "eu"}, secure=True)
+        )
+
+    def test_tags_label_empty_without_tags(self) -> None:
+        """Given a worker without tags, then its tags label is empty."""
+        # Act / Assert
+        assert WorkerRecord.from_metadata(metadata()).tags_label == ""
+
+    @pytest.mark.parametrize("address", ["", "localhost", "127.0.0.1:0", "a b:1", "h:99999"])
+    def test_from_metadata_bad_address_is_invalid(self, address: str) -> None:
+        """Given metadata whose address is not a worker address, when turned into a
+        record, then InvalidRecord names the worker and keeps the address."""
+        # Act
+        with pytest.raises(InvalidRecord) as raised:
+            WorkerRecord.from_metadata(metadata(address))
+        # Assert
+        assert raised.value.uid == "00000000-0000-0000-0000-000000000007"
+        assert raised.value.address == address
+        assert "00000000-0000-0000-0000-000000000007" in str(raised.value)

@@ -1,0 +1,217 @@
+"""Targets from wool's discovery: their labels, their info series, and the exporter's
+own series about each discovery, over real HTTP with a real namespace and real workers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+from support.metrics import samples
+from support.pooled import settled
+from support.wool_namespaces import fresh_namespace, held
+
+from wool_idle.discovery.records import WorkerRecord
+from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.app import ExporterSettings, create_app
+from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector, record_target
+from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.targets import Target, TargetSet
+
+POLL = 0.1
+
+
+def record(address: str, **fields) -> WorkerRecord:
+    defaults = {"uid": "u-1", "pid": 7, "version": "0.15.7", "tags": ("hot",), "secure": False}
+    return WorkerRecord(address=address, **{**defaults, **fields})
+
+
+@pytest.fixture
+def namespace():
+    with fresh_namespace() as name:
+        yield name
+
+
+@pytest.fixture
+async def discovering(aiohttp_client, namespace: str) -> AsyncIterator[object]:
+    """An exporter app following ``local:<namespace>`` (plus a missing namespace)."""
+    targets = TargetSet()
+    specs = [DiscoverySpec.parse(f"local:{namespace}"), DiscoverySpec.parse("local:unit-absent")]
+    discovered = DiscoveredTargets(specs, targets, poll_interval=POLL)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DiscoveryCollector(discovered.followers))
+    prober = Prober(tls=None, timeout=5.0, concurrency=8)
+    client = await aiohttp_client(create_app(targets, prober, registry, ExporterSettings()))
+    client.targets, client.prober, client.discovered = targets, prober, discovered
+    task = asyncio.ensure_future(discovered.run())
+    yield client
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await prober.close()
+
+
+async def text(client, path: str) -> str:
+    response = await client.get(path)
+    assert response.status == 200
+    return await response.text()
+
+
+class TestRecordTarget:
+    def test_record_target_stable_labels_and_volatile_info(self) -> None:
+        """Given a record, then its target is labelled with the namespace and the sorted,
+        comma-joined tags; uid, pid, version and secure are info only."""
+        # Act
+        target = record_target("ns", record("h:1", tags=("hot", "gpu"), secure=True))
+        # Assert
+        assert target.label_dict() == {
+            "worker": "h:1",
+            "wool_namespace": "ns",
+            "wool_tags": "hot,gpu",
+        }
+        assert target.info_dict() == {
+            **target.label_dict(),
+            "uid": "u-1",
+            "pid": "7",
+            "version": "0.15.7",
+            "secure": "true",
+        }
+        assert target.secure is True
+
+    def test_record_target_without_tags_has_no_tags_label(self) -> None:
+        """Given a record without tags, then its target has no wool_tags label (an empty
+        value is no label to Prometheus)."""
+        # Act
+        target = record_target("ns", record("h:1", tags=()))
+        # Assert
+        assert "wool_tags" not in target.label_dict()
+
+    def test_record_target_restart_changes_info_only(self) -> None:
+        """Given a worker restarted on its address (new uid and pid), then its series
+        labels are unchanged and only its info labels differ."""
+        # Act
+        before = record_target("ns", record("h:1"))
+        after = record_target("ns", record("h:1", uid="u-2", pid=8))
+        # Assert
+        assert before.label_dict() == after.label_dict()
+        assert before.info_dict() != after.info_dict()
+
+
+class TestDiscoveredTargets:
+    async def test_apply_first_source_wins_an_address(self, namespace: str) -> None:
+        """Given a static target and a discovered worker on the same address, and
+        another discovered worker, when applied, then the address stays the static
+        target's, and the other worker is a discovered target."""
+        # Arrange
+        targets = TargetSet(static=(Target("127.0.0.1:5001"),))
+        discovered = DiscoveredTargets(
+            [DiscoverySpec.parse(f"local:{namespace}")], targets, poll_interval=POLL
+        )
+        async with held(namespace) as publish:
+            await publish.add("127.0.0.1:5001", tags=("hot",))
+            await publish.add("127.0.0.1:5002", tags=("cold",))
+            task = asyncio.ensure_future(discovered.run())
+            # Act
+            await settled(lambda: len(targets.all()) == 2)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        # Assert
+        assert [t.label_dict() for t in targets.all()] == [
+            {"worker": "127.0.0.1:5001"},
+            {"worker": "127.0.0.1:5002", "wool_namespace": namespace, "wool_tags": "cold"},
+        ]
+
+
+class TestDiscoveredExporter:
+    async def test_metrics_discovered_workers_labelled_bad_record_never_probed(
+        self, discovering, namespace: str, start_server
+    ) -> None:
+        """Given a namespace with a real worker, a record whose address is not an address,
+        and a second discovery whose namespace does not exist, when /metrics is scraped,
+        then the worker's series carry wool_namespace and wool_tags and it has one info
+        series; the bad record has no series, no connection and is counted once; the
+        missing namespace reads up 0 with namespace_missing counted, and the exporter
+        serves regardless."""
+        # Arrange
+        server = await start_server()
+        async with held(namespace) as publish:
+            await publish.add("no-port-here", tags=("hot",))
+            uid = await publish.add(server.address, tags=("hot", "a"))
+            await settled(lambda: len(discovering.targets.all()) == 1)
+            await asyncio.sleep(3 * POLL)  # more polls re-announce the bad record
+            # Act
+            found = samples(await text(discovering, "/metrics"))
+        # Assert
+        labels = {("worker", server.address), ("wool_namespace", namespace), ("wool_tags", "a,hot")}
+        assert ("wool_worker_idle_seconds", frozenset(labels)) in found
+        assert found[("wool_worker_up", frozenset(labels))] == 1
+        info = labels | {
+            ("uid", str(uid)),
+            ("pid", "4242"),
+            ("version", "0.15.7"),
+            ("secure", "false"),
+        }
+        assert found[("wool_worker_info", frozenset(info))] == 1
+        assert not any("no-port-here" in str(key) for key in found)
+        assert discovering.prober.connections.open() == {server.address}
+        ours = ("discovery", f"local:{namespace}")
+        absent = ("discovery", "local:unit-absent")
+        assert found[("wool_exporter_discovery_up", frozenset({ours}))] == 1
+        assert found[("wool_exporter_discovery_workers", frozenset({ours}))] == 1
+        invalid = frozenset({ours, ("reason", "invalid_address")})
+        assert found[("wool_exporter_discovery_errors_total", invalid)] == 1
+        assert found[("wool_exporter_discovery_up", frozenset({absent}))] == 0
+        missing = frozenset({absent, ("reason", "namespace_missing")})
+        assert found[("wool_exporter_discovery_errors_total", missing)] >= 1
+
+    async def test_probe_discovered_target_renders_its_labels(
+        self, discovering, namespace: str, start_server
+    ) -> None:
+        """Given a discovered worker, when /probe?target= asks for it, then its series
+        carry its discovery labels, with its info series."""
+        # Arrange
+        server = await start_server()
+        async with held(namespace) as publish:
+            await publish.add(server.address, tags=("hot",))
+            await settled(lambda: len(discovering.targets.all()) == 1)
+            # Act
+            found = samples(await text(discovering, f"/probe?target={server.address}"))
+        # Assert
+        labels = {("worker", server.address), ("wool_namespace", namespace), ("wool_tags", "hot")}
+        assert found[("wool_worker_up", frozenset(labels))] == 1
+        assert [key for key in found if key[0] == "wool_worker_info"] != []
+
+    async def test_sd_lists_discovered_workers_with_labels(
+        self, discovering, namespace: str
+    ) -> None:
+        """Given discovered workers, when /sd is read, then it is the http_sd JSON of
+        each with its labels and its volatile facts as __meta_wool_* labels; when one
+        is dropped, then the next read lists the other only."""
+        # Arrange
+        async with held(namespace) as publish:
+            gone = await publish.add("127.0.0.1:5001", tags=("hot",))
+            kept = await publish.add("127.0.0.1:5002", secure=True)
+            await settled(lambda: len(discovering.targets.all()) == 2)
+            # Act
+            both = await discovering.get("/sd")
+            await publish.drop(gone)
+            await settled(lambda: len(discovering.targets.all()) == 1)
+            one = json.loads(await text(discovering, "/sd"))
+        # Assert
+        assert both.headers["Content-Type"] == "application/json; charset=utf-8"
+        groups = sorted(await both.json(), key=lambda g: g["targets"])
+        assert groups[0] == {
+            "targets": ["127.0.0.1:5001"],
+            "labels": {
+                "wool_namespace": namespace,
+                "wool_tags": "hot",
+                "__meta_wool_uid": str(gone),
+                "__meta_wool_pid": "4242",
+                "__meta_wool_version": "0.15.7",
+                "__meta_wool_secure": "false",
+            },
+        }
+        assert [g["targets"] for g in one] == [["127.0.0.1:5002"]]
+        assert one[0]["labels"]["__meta_wool_secure"] == "true"
+        assert one[0]["labels"]["__meta_wool_uid"] == str(kept)

@@ -1,0 +1,67 @@
+"""``/sd``: every target of every source in Prometheus's http_sd format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wool_idle.exporter.sd import SdBody, sd_groups
+from wool_idle.exporter.targets import Target, TargetSet
+
+
+class TestSdGroups:
+    def test_sd_groups_labels_and_meta(self) -> None:
+        """Given a target with labels and one with discovery info, then each is a group
+        of its own with its series labels, and the info as __meta_wool_* labels."""
+        # Arrange
+        targets = [
+            Target("f:1", (("pool", "a"),)),
+            Target("d:2", (("wool_namespace", "ns"),), info=(("pid", "7"), ("uid", "u"))),
+        ]
+        # Act
+        groups = sd_groups(targets)
+        # Assert
+        assert groups == [
+            {"targets": ["f:1"], "labels": {"pool": "a"}},
+            {
+                "targets": ["d:2"],
+                "labels": {"wool_namespace": "ns", "__meta_wool_pid": "7", "__meta_wool_uid": "u"},
+            },
+        ]
+
+
+class TestSdBody:
+    def test_body_rebuilt_only_when_targets_change(self, tmp_path: Path) -> None:
+        """Given a target set of a flag and a file, then the body lists both, is the
+        same bytes while the set is unchanged, and lists the discovered target once set."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        path.write_text('[{"targets": ["f:1"], "labels": {"pool": "a"}}]')
+        targets = TargetSet(static=(Target("s:9"),), path=str(path))
+        targets.reload()
+        body = SdBody(targets)
+        # Act
+        first, again = body(), body()
+        targets.set_discovered([Target("d:2", (("wool_namespace", "ns"),))])
+        changed = json.loads(body())
+        # Assert
+        assert json.loads(first) == [
+            {"targets": ["s:9"], "labels": {}},
+            {"targets": ["f:1"], "labels": {"pool": "a"}},
+        ]
+        assert again is first
+        assert changed[-1] == {"targets": ["d:2"], "labels": {"wool_namespace": "ns"}}
+
+
+class TestSdEndpoint:
+    async def test_sd_static_targets_as_json(self, exporter) -> None:
+        """Given an exporter with static targets, when /sd is read over HTTP, then it is
+        application/json (as Prometheus requires) listing them."""
+        # Arrange
+        client = await exporter(["127.0.0.1:1", "127.0.0.1:2"])
+        # Act
+        response = await client.get("/sd")
+        # Assert
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "application/json; charset=utf-8"
+        assert [g["targets"] for g in await response.json()] == [["127.0.0.1:1"], ["127.0.0.1:2"]]

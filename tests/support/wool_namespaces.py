@@ -1,0 +1,91 @@
+"""Real wool ``LocalDiscovery`` namespaces held, published to and followed inside the
+test process. ``namespace`` gives each test a namespace of its own and removes its
+leftovers in /tmp."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+from wool import LocalDiscovery, WorkerMetadata
+
+from support.wool_pools import unique_namespace
+from wool_idle.discovery.follow import Follower
+from wool_idle.discovery.local import segment_name
+
+
+@contextlib.contextmanager
+def fresh_namespace() -> Iterator[str]:
+    """A namespace no other test uses; its /tmp files are removed afterwards."""
+    name = unique_namespace("unit")
+    try:
+        yield name
+    finally:
+        temp = Path(tempfile.gettempdir())
+        shutil.rmtree(temp / f"wool-{name}", ignore_errors=True)
+        (temp / f"wool-lock-{segment_name(name)}").unlink(missing_ok=True)
+
+
+class Publications:
+    """Workers published on a namespace by this process, through wool's own publisher."""
+
+    def __init__(self, publisher: object) -> None:
+        self.publisher = publisher
+
+    async def add(
+        self,
+        address: str,
+        *,
+        tags: tuple[str, ...] = (),
+        secure: bool = False,
+        uid: uuid.UUID | None = None,
+    ) -> uuid.UUID:
+        """Publish a worker (or re-publish ``uid``); return its uid."""
+        uid = uid or uuid.uuid4()
+        metadata = WorkerMetadata(
+            uid=uid,
+            address=address,
+            pid=4242,
+            version="0.15.7",
+            tags=frozenset(tags),
+            secure=secure,
+        )
+        await self.publisher.publish("worker-added", metadata)  # type: ignore[attr-defined]
+        return uid
+
+    async def drop(self, uid: uuid.UUID) -> None:
+        """Publish the drop of ``uid``."""
+        metadata = WorkerMetadata(uid=uid, address="", pid=0, version="")
+        await self.publisher.publish("worker-dropped", metadata)  # type: ignore[attr-defined]
+
+
+@contextlib.asynccontextmanager
+async def publishing(namespace: str) -> AsyncIterator[Publications]:
+    """Publish to ``namespace`` (attached; it must exist)."""
+    async with LocalDiscovery.Publisher(namespace) as publisher:
+        yield Publications(publisher)
+
+
+@contextlib.asynccontextmanager
+async def held(namespace: str) -> AsyncIterator[Publications]:
+    """Own ``namespace`` (as wool's first entrant does) and publish to it."""
+    with LocalDiscovery(namespace):
+        async with publishing(namespace) as publications:
+            yield publications
+
+
+@contextlib.asynccontextmanager
+async def running(follower: Follower) -> AsyncIterator[Follower]:
+    """Run ``follower`` for the block's duration."""
+    task = asyncio.ensure_future(follower.run())
+    try:
+        yield follower
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,59 @@
+"""How one kind of wool discovery is attached, and what can go wrong with it.
+
+An ``Attachment`` makes one subscription at a time; the ``Follower`` runs it,
+keeps the records and retries. The problems are the ``reason`` of the
+exporter's ``wool_exporter_discovery_errors_total``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class FollowProblem(StrEnum):
+    """Why a discovery gave no (or not every) worker."""
+
+    NAMESPACE_MISSING = "namespace_missing"
+    """The namespace does not exist (yet): nobody holds it. Its workers are forgotten
+    (nothing is published), and the attachment is retried."""
+    STALE_RECORD = "stale_record"
+    """The namespace lists a worker whose record is gone (its publisher was killed):
+    wool cannot read the namespace until someone drops that worker. The last known
+    workers are kept; the attachment is retried."""
+    FAILED = "failed"
+    """The subscription raised anything else, or ended (logged). The last known
+    workers are kept; the attachment is retried."""
+    INVALID_ADDRESS = "invalid_address"
+    """A record's address is not a worker address: that worker is skipped (logged
+    once per record), never dialled."""
+
+
+class NamespaceMissing(LookupError):
+    """The namespace to attach to does not exist."""
+
+
+class Attachment(Protocol):
+    """One kind of discovery, attached read-only."""
+
+    @property
+    def settle(self) -> float:
+        """Seconds after subscribing by which every live worker has been announced."""
+        ...
+
+    def attach(self) -> None:
+        """Check that a subscription can start now; raise (``NamespaceMissing``, ...) if not."""
+        ...
+
+    def subscribe(self) -> AsyncIterator[Any]:
+        """A new iteration of wool's discovery events (``.type``, ``.metadata``)."""
+        ...
+
+    def detached(self) -> bool:
+        """Whether what the running subscription reads was replaced since ``attach``."""
+        ...
+
+    def problem(self, error: BaseException) -> FollowProblem:
+        """What ``error``, raised by ``attach`` or the subscription, means."""
+        ...

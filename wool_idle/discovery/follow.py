@@ -1,0 +1,211 @@
+"""Following one wool discovery: its current workers, kept up to date, and its health.
+
+A ``Follower`` subscribes through wool's own classes (see ``local`` and
+``lan``), keeps a ``WorkerRecord`` per worker uid, and diffs what wool
+announces itself (wool re-announces every worker on every poll), so a change
+is a change. It never stops for its input:
+
+- a namespace that does not exist (yet) is retried every ``retry_interval``,
+  and has no workers;
+- a subscription that fails or ends is retried; the workers last known stay
+  (the discovery is unreadable, not empty);
+- a new subscription replays every live worker; a worker kept from before
+  that it has not announced within its settle time has gone, and is dropped;
+- a record whose address is not a worker address is skipped, logged once and
+  counted once per record (not per poll).
+
+``up`` is True from the moment a subscription announces a worker or has run
+its settle time without failing, until it fails. ``errors`` counts ``FollowProblem``s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from wool_idle.discovery.attachment import Attachment, FollowProblem
+from wool_idle.discovery.lan import LanAttachment
+from wool_idle.discovery.local import LocalAttachment
+from wool_idle.discovery.records import InvalidRecord, WorkerRecord
+from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLL_INTERVAL: Final = 0.5
+"""Seconds between two reads of a ``local`` namespace (and between retries)."""
+WOOL_EXTRA: Final = "pip install 'wool-idle[wool]'"
+
+
+class WoolMissing(RuntimeError):
+    """The ``wool`` package, needed to follow its discovery, cannot be imported."""
+
+
+def require_wool() -> None:
+    """Import ``wool`` now, or raise ``WoolMissing`` saying how to install it."""
+    try:
+        import wool  # noqa: F401
+    except ImportError as error:
+        raise WoolMissing(
+            f"following a wool discovery needs the wool package ({WOOL_EXTRA}): {error}"
+        ) from None
+
+
+def follower(
+    spec: DiscoverySpec,
+    *,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    on_change: Callable[[], None] | None = None,
+) -> Follower:
+    """A ``Follower`` of ``spec`` through the wool class of its kind."""
+    attachment: Attachment
+    if spec.kind is DiscoveryKind.LOCAL:
+        attachment = LocalAttachment(spec.namespace, poll_interval=poll_interval)
+    else:
+        attachment = LanAttachment(spec.namespace, poll_interval=poll_interval)
+    return Follower(spec, attachment, retry_interval=poll_interval, on_change=on_change)
+
+
+class Follower:
+    """The workers of one discovery; ``run`` keeps them current (see the module)."""
+
+    def __init__(
+        self,
+        spec: DiscoverySpec,
+        attachment: Attachment,
+        *,
+        retry_interval: float,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.up = False
+        self.errors: Counter[FollowProblem] = Counter({problem: 0 for problem in FollowProblem})
+        self._attachment = attachment
+        self._retry_interval = retry_interval
+        self._on_change = on_change
+        self._records: dict[str, WorkerRecord] = {}
+        self._rejected: dict[str, str] = {}
+        self._logged: tuple[FollowProblem, str] | None = None
+
+    @property
+    def records(self) -> Mapping[str, WorkerRecord]:
+        """The current workers by uid (a live view: do not modify)."""
+        return self._records
+
+    async def run(self) -> None:
+        """Follow the discovery until cancelled."""
+        while True:
+            await self._attempt()
+            await asyncio.sleep(self._retry_interval)
+
+    async def _attempt(self) -> None:
+        """One subscription, from attaching until it fails or its source is replaced."""
+        try:
+            self._attachment.attach()
+        except Exception as error:
+            self._failed(error)
+            return
+        loop = asyncio.get_running_loop()
+        settle_at: float | None = loop.time() + self._attachment.settle
+        seen: set[str] = set()
+        consumer = asyncio.ensure_future(self._consume(seen))
+        try:
+            while not consumer.done():
+                await asyncio.wait((consumer,), timeout=self._retry_interval)
+                if consumer.done():
+                    break
+                if settle_at is not None and loop.time() >= settle_at:
+                    settle_at = None
+                    self._settled(seen)
+                if self._attachment.detached():
+                    log.info("wool discovery %s: its namespace was replaced; re-attaching", self)
+                    return
+        finally:
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+        if not consumer.cancelled():
+            self._failed(consumer.exception() or EOFError("the subscription ended"))
+
+    async def _consume(self, seen: set[str]) -> None:
+        async for event in self._attachment.subscribe():
+            self._apply(event.type, event.metadata, seen)
+
+    def _apply(self, kind: str, metadata: Any, seen: set[str]) -> None:
+        """Take in one of wool's events (``worker-added|updated|dropped``)."""
+        self._working()
+        uid = str(metadata.uid)
+        if kind == "worker-dropped":
+            seen.discard(uid)
+            self._rejected.pop(uid, None)
+            self._forget(uid)
+            return
+        seen.add(uid)
+        try:
+            record = WorkerRecord.from_metadata(metadata)
+        except InvalidRecord as error:
+            self._reject(error)
+            self._forget(uid)
+            return
+        self._rejected.pop(uid, None)
+        if self._records.get(uid) != record:
+            log.debug("wool discovery %s: worker %s at %s", self, uid, record.address)
+            self._records[uid] = record
+            self._changed()
+
+    def _forget(self, uid: str) -> None:
+        if self._records.pop(uid, None) is not None:
+            log.debug("wool discovery %s: worker %s gone", self, uid)
+            self._changed()
+
+    def _reject(self, error: InvalidRecord) -> None:
+        """Count and log a bad record once (until its address changes)."""
+        if self._rejected.get(error.uid) == error.address:
+            return
+        self._rejected[error.uid] = error.address
+        self.errors[FollowProblem.INVALID_ADDRESS] += 1
+        log.warning("wool discovery %s: skipping %s", self, error)
+
+    def _settled(self, seen: set[str]) -> None:
+        """The subscription has announced every live worker: drop the others."""
+        for uid in [uid for uid in self._records if uid not in seen]:
+            self._forget(uid)
+        self._working()
+
+    def _working(self) -> None:
+        """The subscription works (it announced a worker, or ran its settle time): up."""
+        if not self.up:
+            log.info("wool discovery %s: following", self)
+        self.up = True
+        self._logged = None
+
+    def _failed(self, error: BaseException) -> None:
+        problem = self._attachment.problem(error)
+        self.up = False
+        self.errors[problem] += 1
+        if problem is FollowProblem.NAMESPACE_MISSING:
+            self._rejected.clear()
+            for uid in list(self._records):
+                self._forget(uid)
+        if self._logged != (problem, str(error)):
+            self._logged = (problem, str(error))
+            log.warning("wool discovery %s: %s; retrying", self, _explain(problem, error))
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+    def __str__(self) -> str:
+        return str(self.spec)
+
+
+def _explain(problem: FollowProblem, error: BaseException) -> str:
+    if problem is FollowProblem.NAMESPACE_MISSING:
+        return "the namespace does not exist (nobody holds it)"
+    if problem is FollowProblem.STALE_RECORD:
+        return (
+            f"a worker's record is gone ({error}): its publisher was killed; wool cannot "
+            "read the namespace until that worker is dropped; keeping the last known workers"
+        )
+    return f"the subscription failed ({error!r}); keeping the last known workers"

@@ -1,0 +1,69 @@
+"""A worker as wool's discovery publishes it, in our own typed record.
+
+wool 0.15's ``WorkerMetadata`` carries ``uid`` (a UUID), ``address``
+(``host:port``), ``pid``, ``version``, ``tags`` (a frozenset), ``extra`` (a
+mapping of str to str) and ``secure`` (whether the worker serves TLS). A
+record keeps those facts as plain, comparable values, so two announcements of
+one worker compare equal when nothing changed (wool re-announces every worker
+on every poll).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wool_idle.worker.address import parse_address
+
+
+class InvalidRecord(ValueError):
+    """A discovery record the exporter cannot use (its address is not a worker address)."""
+
+    def __init__(self, uid: str, address: str, why: str) -> None:
+        super().__init__(f"worker {uid}: {why}")
+        self.uid = uid
+        self.address = address
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """One worker of a discovery namespace."""
+
+    uid: str
+    """wool's unique id of the worker (a UUID, as text)."""
+    address: str
+    """Where the worker serves, checked to be a worker address (``host:port``)."""
+    pid: int
+    version: str
+    """The wool version the worker runs."""
+    tags: tuple[str, ...] = ()
+    """The worker's tags, sorted."""
+    extra: tuple[tuple[str, str], ...] = ()
+    """The worker's extra facts, sorted by key."""
+    secure: bool = False
+    """Whether the worker serves TLS."""
+
+    @property
+    def tags_label(self) -> str:
+        """The tags sorted and comma-joined (empty when there are none)."""
+        return ",".join(self.tags)
+
+    @classmethod
+    def from_metadata(cls, metadata: Any) -> WorkerRecord:
+        """The record of a wool ``WorkerMetadata``; ``InvalidRecord`` if its address is
+        not a worker address (such a worker cannot be dialled, so it is never a target)."""
+        uid = str(metadata.uid)
+        address = str(metadata.address)
+        try:
+            parse_address(address)
+        except ValueError as error:
+            raise InvalidRecord(uid, address, str(error)) from None
+        return cls(
+            uid=uid,
+            address=address,
+            pid=int(metadata.pid),
+            version=str(metadata.version),
+            tags=tuple(sorted(str(tag) for tag in metadata.tags)),
+            extra=tuple(sorted((str(k), str(v)) for k, v in dict(metadata.extra).items())),
+            secure=bool(metadata.secure),
+        )

@@ -1,0 +1,120 @@
+"""Targets from wool's own discovery (``--wool-discovery``), and their health metrics.
+
+Each discovered worker is a ``Target`` at its record's address, labelled
+``wool_namespace`` and ``wool_tags`` (stable: on every series of the worker);
+its uid, pid, version and secure flag are the labels of its one info series
+``wool_worker_info``, so a restart changes that series only. A worker found in
+two discoveries is the first one's. The exporter's own series, per discovery
+(label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
+``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
+(the reasons are ``FollowProblem``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from wool_idle.contract import (
+    DISCOVERY_ERRORS,
+    DISCOVERY_LABEL,
+    DISCOVERY_UP,
+    DISCOVERY_WORKERS,
+    NAMESPACE_LABEL,
+    PID_LABEL,
+    SECURE_LABEL,
+    TAGS_LABEL,
+    UID_LABEL,
+    VERSION_LABEL,
+)
+from wool_idle.discovery.attachment import FollowProblem
+from wool_idle.discovery.follow import Follower, follower
+from wool_idle.discovery.records import WorkerRecord
+from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.targets import Target, TargetSet
+
+
+def record_target(namespace: str, record: WorkerRecord) -> Target:
+    """The target of ``record``, found in ``namespace``."""
+    labels = ((NAMESPACE_LABEL, namespace), (TAGS_LABEL, record.tags_label))
+    info = (
+        (PID_LABEL, str(record.pid)),
+        (SECURE_LABEL, "true" if record.secure else "false"),
+        (UID_LABEL, record.uid),
+        (VERSION_LABEL, record.version),
+    )
+    return Target(
+        record.address,
+        tuple(sorted((name, value) for name, value in labels if value)),
+        info=tuple((name, value) for name, value in info if value),
+        secure=record.secure,
+    )
+
+
+class DiscoveredTargets:
+    """Follows ``specs`` and keeps ``targets``' discovered part equal to their workers.
+
+    Changes are applied once per event-loop turn, however many records changed in it.
+    """
+
+    def __init__(
+        self, specs: Sequence[DiscoverySpec], targets: TargetSet, *, poll_interval: float
+    ) -> None:
+        self.targets = targets
+        self.followers = [
+            follower(spec, poll_interval=poll_interval, on_change=self._schedule)
+            for spec in dict.fromkeys(specs)
+        ]
+        self._scheduled = False
+
+    async def run(self) -> None:
+        """Follow every discovery until cancelled."""
+        await asyncio.gather(*(f.run() for f in self.followers))
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.apply)
+
+    def apply(self) -> None:
+        """Set the target set's discovered part from the followers' records now."""
+        self._scheduled = False
+        found: dict[str, Target] = {}
+        for each in self.followers:
+            for record in each.records.values():
+                found.setdefault(record.address, record_target(each.spec.namespace, record))
+        self.targets.set_discovered(list(found.values()))
+
+
+class DiscoveryCollector(Collector):
+    """The exporter's series about the discoveries it follows."""
+
+    def __init__(self, followers: Sequence[Follower]) -> None:
+        self.followers = followers
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            DISCOVERY_UP,
+            "1 while the exporter follows the wool discovery, 0 while it cannot.",
+            labels=[DISCOVERY_LABEL],
+        )
+        workers = GaugeMetricFamily(
+            DISCOVERY_WORKERS,
+            "Workers the exporter takes from the wool discovery.",
+            labels=[DISCOVERY_LABEL],
+        )
+        errors = CounterMetricFamily(
+            DISCOVERY_ERRORS,
+            "Failed attempts to follow the wool discovery, and records skipped, by reason.",
+            labels=[DISCOVERY_LABEL, "reason"],
+        )
+        for each in self.followers:
+            name = str(each.spec)
+            up.add_metric([name], float(each.up))
+            workers.add_metric([name], len(each.records))
+            for problem in FollowProblem:
+                errors.add_metric([name, problem.value], each.errors[problem])
+        yield from (up, workers, errors)

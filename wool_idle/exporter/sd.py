@@ -1,0 +1,62 @@
+"""``/sd``: the exporter's targets for Prometheus's ``http_sd_configs``.
+
+The body is what Prometheus's HTTP service discovery reads: a JSON list of
+``{"targets": ["host:port"], "labels": {...}}``, one group per target of every
+source (flags, file, wool discovery), with the labels of the target's series
+(``wool_namespace``, ``wool_tags``, the file's labels). A discovered worker's
+volatile facts come as ``__meta_wool_uid``, ``__meta_wool_pid``,
+``__meta_wool_version`` and ``__meta_wool_secure``: usable in relabelling, and
+dropped by Prometheus after it, so they never become target labels.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+from aiohttp import web
+
+from wool_idle.exporter.targets import Target, TargetSet
+
+META_PREFIX: Final = "__meta_wool_"
+
+
+def sd_groups(targets: Sequence[Target]) -> list[dict[str, object]]:
+    """The http_sd target groups of ``targets``."""
+    return [
+        {
+            "targets": [target.address],
+            "labels": {
+                **dict(target.labels),
+                **{META_PREFIX + name: value for name, value in target.info},
+            },
+        }
+        for target in targets
+    ]
+
+
+class SdBody:
+    """The ``/sd`` body of a target set, built again only when the set changed."""
+
+    def __init__(self, targets: TargetSet) -> None:
+        self.targets = targets
+        self._built_from: list[Target] | None = None
+        self._body = b""
+
+    def __call__(self) -> bytes:
+        current = self.targets.all()
+        if current is not self._built_from:
+            self._body = json.dumps(sd_groups(current)).encode()
+            self._built_from = current
+        return self._body
+
+
+def add_sd_route(app: web.Application, targets: TargetSet) -> None:
+    """Serve ``/sd`` on ``app`` from ``targets``."""
+    body = SdBody(targets)
+
+    async def sd(request: web.Request) -> web.Response:
+        return web.Response(body=body(), content_type="application/json", charset="utf-8")
+
+    app.router.add_get("/sd", sd)
