@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.web.urls import redact
 from wool_idle.worker.address import parse_address
 
 T = TypeVar("T")
@@ -145,11 +146,11 @@ def _url(text: str) -> str:
     _text(text)
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:
-        raise ValueError(f"invalid URL {text!r}: expected http(s)://host[:port]/path")
+        raise ValueError(f"invalid URL {redact(text)!r}: expected http(s)://host[:port]/path")
     try:
         parts.port  # noqa: B018 (raises ValueError on a bad port)
     except ValueError:
-        raise ValueError(f"invalid URL {text!r}: bad port") from None
+        raise ValueError(f"invalid URL {redact(text)!r}: bad port") from None
     return text
 
 
