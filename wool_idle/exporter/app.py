@@ -1,7 +1,8 @@
 """The exporter's HTTP endpoints (aiohttp).
 
 ``/metrics`` fans out over every target; ``/probe?target=`` asks one worker
-(blackbox_exporter's multi-target pattern); ``/`` is a landing page;
+(blackbox_exporter's multi-target pattern; ``&debug=true`` shows its steps);
+``POST /-/reload`` re-reads the targets file; ``/`` is a landing page;
 ``/-/healthy`` and ``/-/ready`` are for orchestrators.
 """
 
@@ -21,6 +22,8 @@ from prometheus_client.registry import Collector
 
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
+from wool_idle.exporter.probe_debug import debug_probe
+from wool_idle.exporter.reload import reload_handler
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.app import Landing, create_base_app
 from wool_idle.web.metrics import render_metrics
@@ -97,11 +100,16 @@ def create_app(
             raise web.HTTPBadRequest(text=f"{error}\n") from None
         target = targets.get(address) or Target(address)
         budget = scrape_budget(request, settings)
+        if request.query.get("debug") == "true":
+            return await debug_probe(
+                prober, target, budget, configured=targets.get(address) is not None
+            )
         result = await prober.probe_adhoc(target, time.monotonic() + budget)
         return render_metrics(request, ProbeCollector([result]))
 
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/probe", probe)
+    app.router.add_post("/-/reload", reload_handler(targets))
     return app
 
 

@@ -115,6 +115,11 @@ class TargetSet:
         return self._file_targets
 
     @property
+    def failure(self) -> str | None:
+        """Why the last read of the file failed, or None if it succeeded."""
+        return self._failure
+
+    @property
     def loaded(self) -> bool:
         """Whether the file (if any) has been read successfully at least once."""
         return self.path is None or self._loaded
