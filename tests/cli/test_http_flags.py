@@ -77,3 +77,14 @@ class TestHttpClientConfig:
         assert url == "http://h:1/metrics"
         assert config.credentials is not None
         assert config.credentials.header() == "Basic Ym9iOnMgdA=="  # bob:s t
+
+    @pytest.mark.parametrize(
+        "url",
+        ["http://bob:hunter2@host:99999/m", "http://bob:hunter2@h/\tx", "ftp://bob:hunter2@h/"],
+    )
+    def test_bad_url_error_never_shows_the_password(self, url: str, capsys) -> None:
+        """Given a source URL with userinfo that is invalid, then the one-line error
+        names the flag and shows the URL with its userinfo hidden."""
+        err = failure(["autoscaler", "--max-idle", "1m", "--metrics-url", url], capsys)
+        assert "argument --metrics-url: invalid URL 'http" in err or "'ftp" in err
+        assert "hunter2" not in err and "bob" not in err and "xxxxx@" in err

@@ -15,6 +15,9 @@ class TestUrls:
             ("http://token@host/", "http://xxxxx@host/"),
             ("http://a:b@c@host/x?q=1", "http://xxxxx@host/x?q=1"),
             ("http://host:9090/", "http://host:9090/"),
+            ("http://u:p@[::1/broken", "http://xxxxx@[::1/broken"),
+            ("http://u:p\n@host/", "http://xxxxx@host/"),
+            ("not a url u:p@host", "not a url u:p@host"),
         ],
     )
     def test_redact(self, url: str, shown: str) -> None:

@@ -143,6 +143,8 @@ def _text(text: str) -> str:
 
 
 def _url(text: str) -> str:
+    if _CONTROL.search(text):
+        raise ValueError(f"invalid URL {redact(text)!r}: control character")
     _text(text)
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from typing import Final
 
 REDACTED: Final = "xxxxx"
+_USERINFO: Final = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 
 
 def redact(url: str) -> str:
-    """``url`` with its userinfo (if any) replaced by ``REDACTED``."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{REDACTED}@{host}"))
+    """``url`` with its userinfo (if any) replaced by ``REDACTED``; any text is
+    accepted (a malformed URL included), nothing raises."""
+    return _USERINFO.sub(rf"\g<scheme>{REDACTED}@", url)
 
 
 def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
