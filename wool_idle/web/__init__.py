@@ -12,6 +12,7 @@ Serving:
 Reading (the autoscaler's client):
 
 - ``client_config``: ``--http.config.file`` (Prometheus's HTTP client format);
+  ``client_tls``: its ``tls_config``;
 - ``client_session``: the aiohttp session that applies it;
 - ``urls``: URLs without their userinfo, fit to print.
 

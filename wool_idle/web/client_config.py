@@ -10,13 +10,10 @@ Prometheus scrape a protected exporter lets the autoscaler read it::
     authorization:
       type: Bearer                   # the default
       credentials_file: token        # or credentials
-    tls_config:
+    tls_config:                      # see client_tls for every key
       ca_file: ca.crt                # paths relative to this file
       cert_file: client.crt
       key_file: client.key
-      server_name: exporter.internal
-      insecure_skip_verify: false
-      min_version: TLS12             # and max_version
     follow_redirects: true           # the default
     enable_http2: true               # accepted; aiohttp speaks HTTP/1.1 only
 
@@ -37,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from wool_idle.web.tls_context import ReloadingContext, load_failure, tls_version
+from wool_idle.web.client_tls import client_tls_context
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
     Node,
@@ -69,17 +66,6 @@ AUTH_KEYS: Final = ("basic_auth", "authorization", "bearer_token", "bearer_token
 spelling of ``authorization``)."""
 BASIC_KEYS: Final = frozenset({"username", "password", "password_file"})
 AUTHORIZATION_KEYS: Final = frozenset({"type", "credentials", "credentials_file"})
-TLS_KEYS: Final = frozenset(
-    {
-        "ca_file",
-        "cert_file",
-        "key_file",
-        "server_name",
-        "insecure_skip_verify",
-        "min_version",
-        "max_version",
-    }
-)
 
 
 class ClientConfigError(ValueError):
@@ -154,7 +140,7 @@ def parse_client_config(content: str, base: Path) -> HttpClientConfig:
         http2 = boolean(top.get("enable_http2"), "enable_http2")
         return HttpClientConfig(
             credentials=_credentials(top, base),
-            ssl_context=_tls(top.get("tls_config"), base),
+            ssl_context=client_tls_context(top.get("tls_config"), base),
             follow_redirects=True if follow is None else follow,
             enable_http2=True if http2 is None else http2,
         )
@@ -196,50 +182,3 @@ def _secret(found: dict[str, Node], where: str, key: str, base: Path) -> Secret:
     except OSError as error:
         raise ConfigFileError(str(error)) from None
     return secret
-
-
-def _tls(node: Node | None, base: Path) -> ReloadingContext | None:
-    if is_null(node):
-        return None
-    found = fields(node, TLS_KEYS, "tls_config")
-
-    def path(key: str) -> str | None:
-        value = text(found.get(key), f"tls_config.{key}")
-        return str(base / value) if value else None
-
-    ca, cert, key = path("ca_file"), path("cert_file"), path("key_file")
-    server_name = text(found.get("server_name"), "tls_config.server_name") or None
-    insecure = boolean(found.get("insecure_skip_verify"), "tls_config.insecure_skip_verify")
-    low = tls_version(found.get("min_version"), "tls_config.min_version")
-    high = tls_version(found.get("max_version"), "tls_config.max_version")
-    if bool(cert) != bool(key):
-        raise ConfigFileError("tls_config: cert_file and key_file go together")
-    if low and high and high < low:
-        raise ConfigFileError("tls_config: max_version is below min_version")
-
-    def configure(context: ssl.SSLContext) -> None:
-        if insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        try:
-            if ca:
-                context.load_verify_locations(cafile=ca)
-            else:
-                context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-        except (OSError, ssl.SSLError) as error:
-            raise load_failure("tls_config.ca_file", ca or "", error) from None
-        if cert and key:
-            try:
-                context.load_cert_chain(cert, key)
-            except (OSError, ssl.SSLError) as error:
-                pair = f"{cert}, {key}"
-                raise load_failure("tls_config.cert_file/key_file", pair, error) from None
-        if low:
-            context.minimum_version = low
-        if high:
-            context.maximum_version = high
-
-    files = [f for f in (ca, cert, key) if f]
-    return ReloadingContext(
-        ssl.PROTOCOL_TLS_CLIENT, configure=configure, files=files, server_name=server_name
-    )
