@@ -8,12 +8,14 @@ import asyncio
 import base64
 import json
 import ssl
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import bcrypt
 import pytest
+from support.https import wait_ready
 from support.processes import run_cli, spawn_cli
 from support.prometheus import PrometheusServer
 
@@ -41,6 +43,14 @@ def locked_web_config(directory: Path, tls_material, user: str) -> Path:
         )
     )
     return path
+
+
+def locked_exporter(address: str, web: Path) -> tuple[subprocess.Popen[str], str]:
+    """An exporter of ``address`` behind web config ``web``, and its /metrics URL."""
+    exporter = spawn_cli(
+        ["exporter", "--listen", "127.0.0.1:0", "--target", address, "--web.config.file", str(web)]
+    )
+    return exporter, exporter.stdout.readline().strip()
 
 
 def client_config(directory: Path, tls_material, user: str, password: str) -> Path:
@@ -93,19 +103,10 @@ class TestProtectedExporter:
         # Arrange
         worker = LocalWorker()
         address = await worker.start()
-        web = locked_web_config(tmp_path, tls_material, "autoscaler")
-        exporter = spawn_cli(
-            [
-                "exporter",
-                "--listen",
-                "127.0.0.1:0",
-                "--target",
-                address,
-                "--web.config.file",
-                str(web),
-            ]
+        exporter, url = locked_exporter(
+            address, locked_web_config(tmp_path, tls_material, "autoscaler")
         )
-        url = exporter.stdout.readline().strip().replace("127.0.0.1", "localhost")
+        url = url.replace("127.0.0.1", "localhost")
         (tmp_path / "wrong").mkdir()
         wrong = client_config(tmp_path / "wrong", tls_material, "autoscaler", "wrong password")
         right = client_config(tmp_path, tls_material, "autoscaler", PASSWORD)
@@ -139,19 +140,7 @@ class TestProtectedExporter:
         # Arrange
         worker = LocalWorker()
         address = await worker.start()
-        web = locked_web_config(tmp_path, tls_material, "bob")
-        exporter = spawn_cli(
-            [
-                "exporter",
-                "--listen",
-                "127.0.0.1:0",
-                "--target",
-                address,
-                "--web.config.file",
-                str(web),
-            ]
-        )
-        url = exporter.stdout.readline().strip()
+        exporter, url = locked_exporter(address, locked_web_config(tmp_path, tls_material, "bob"))
         secret_url = url.replace("https://", f"https://bob:{PASSWORD.replace(' ', '%20')}@")
         tls_only = tls_only_config(tmp_path, tls_material)
         autoscaler = spawn_cli(
@@ -172,7 +161,8 @@ class TestProtectedExporter:
         try:
             own = autoscaler.stdout.readline().strip()
             # Act
-            landing, ready = await asyncio.to_thread(wait_ready, own.removesuffix("/metrics"))
+            ready = await asyncio.to_thread(wait_ready, own.removesuffix("/metrics"))
+            landing = await asyncio.to_thread(landing_page, own.removesuffix("/metrics"))
         finally:
             autoscaler.terminate()
             exporter.terminate()
@@ -187,19 +177,9 @@ class TestProtectedExporter:
         assert "xxxxx" not in landing and "bob" not in landing
 
 
-def wait_ready(base: str, timeout: float = 30.0) -> tuple[str, bool]:
-    """The landing page, and whether /-/ready said 200 (a read of the source
-    succeeded) before ``timeout``."""
-    deadline = time.monotonic() + timeout
-    ready = False
-    while not ready and time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/-/ready", timeout=5) as response:
-                ready = response.status == 200
-        except OSError:
-            time.sleep(0.2)
+def landing_page(base: str) -> str:
     with urllib.request.urlopen(f"{base}/", timeout=5) as response:
-        return response.read().decode(), ready
+        return response.read().decode()
 
 
 def prometheus_opener(ca: str, user: str) -> urllib.request.OpenerDirector:

@@ -9,6 +9,7 @@ import time
 import urllib.request
 
 import pytest
+from support.https import wait_ready
 from support.processes import spawn_cli
 
 from wool_idle.worker import LocalWorker
@@ -19,19 +20,6 @@ pytestmark = pytest.mark.e2e
 def fetch(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.read().decode()
-
-
-def wait_ready(base: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/-/ready", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"{base} never became ready"
-        time.sleep(0.2)
 
 
 def promtool_check_metrics(text: str) -> subprocess.CompletedProcess[str]:
@@ -63,7 +51,7 @@ class TestPromtoolCheckMetrics:
         )
         autoscaler_url = autoscaler.stdout.readline().strip()
         try:
-            wait_ready(autoscaler_url.removesuffix("/metrics"))
+            assert wait_ready(autoscaler_url.removesuffix("/metrics"))
             time.sleep(1.5)  # a few cycles: decisions, dry-run stops, blocked workers
             texts = {"exporter": fetch(exporter_url), "autoscaler": fetch(autoscaler_url)}
             # Act

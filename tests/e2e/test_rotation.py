@@ -5,7 +5,6 @@ the new certificates. Real processes; the peer certificate is read with ``ssl``.
 from __future__ import annotations
 
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.https import presented_serial, serial_after_rotation
 from support.processes import spawn_cli
 from support.tls import CertFiles, issue
 
@@ -30,27 +30,6 @@ def https_files(directory: Path, tls_material) -> tuple[Path, CertFiles]:
     config = directory / "web.yml"
     config.write_text("tls_server_config: {cert_file: server.crt, key_file: server.key}\n")
     return config, files
-
-
-def presented_serial(url: str, ca: str) -> int:
-    """The serial number of the certificate the server at ``url`` presents now."""
-    parts = urllib.parse.urlsplit(url)
-    client = ssl.create_default_context(cafile=ca)
-    with (
-        socket.create_connection((parts.hostname, parts.port), timeout=5) as raw,
-        client.wrap_socket(raw, server_hostname="localhost") as tls,
-    ):
-        return int(tls.getpeercert()["serialNumber"], 16)
-
-
-def serial_after_rotation(url: str, ca: str, rotated: int, timeout: float = 30.0) -> int:
-    """Handshake until the server presents ``rotated`` (or ``timeout``); the last seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = presented_serial(url, ca)
-        if seen == rotated or time.monotonic() > deadline:
-            return seen
-        time.sleep(0.2)
 
 
 def metric(url: str, ca: str, name: str) -> float | None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import ssl
-import time
 import urllib.parse
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
+from support.https import presented_serial, serial_after_rotation
 from support.tls import CertFiles, issue
 
 from wool_idle.web.config import load_web_config
@@ -100,27 +99,6 @@ def write_web_config(directory: Path, tls_material, extra: str = "") -> str:
     return str(path)
 
 
-def presented_serial(url: str, ca: str) -> int:
-    """The serial number of the certificate the HTTPS server at ``url`` presents now."""
-    parts = urllib.parse.urlsplit(url)
-    client = ssl.create_default_context(cafile=ca)
-    with (
-        socket.create_connection((parts.hostname, parts.port), timeout=5) as raw,
-        client.wrap_socket(raw, server_hostname="localhost") as tls,
-    ):
-        return int(tls.getpeercert()["serialNumber"], 16)
-
-
-async def wait_for_serial(url: str, ca: str, serial: int, timeout: float = 20.0) -> int:
-    """Handshake until the server presents ``serial`` (or ``timeout``); the last seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = await asyncio.to_thread(presented_serial, url, ca)
-        if seen == serial or time.monotonic() > deadline:
-            return seen
-        await asyncio.sleep(0.2)
-
-
 class TestServeAppWebConfig:
     async def test_serve_app_headers_on_every_response(self, tmp_path: Path) -> None:
         """Given a web config with headers and a user, when a page, a 401 and a 404 are
@@ -160,7 +138,7 @@ class TestServeAppWebConfig:
             first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
             # Act
             rotated = issue(tls_material.ca, files, ("localhost",))
-            seen = await wait_for_serial(url, tls_material.ca, rotated)
+            seen = await asyncio.to_thread(serial_after_rotation, url, tls_material.ca, rotated)
             client = ssl.create_default_context(cafile=tls_material.ca)
             async with (
                 aiohttp.ClientSession() as session,

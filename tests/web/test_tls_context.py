@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.https import presented_serial
 from support.tls import CertFiles, issue
 
 from wool_idle.web.tls_context import ReloadingContext
@@ -95,14 +96,8 @@ def handshake(conn: socket.socket, context: ssl.SSLContext) -> None:
             return
 
 
-def presented_serial(port: int, ca: str) -> int:
-    """The serial number of the certificate the server presents now."""
-    client = ssl.create_default_context(cafile=ca)
-    with (
-        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-        client.wrap_socket(raw, server_hostname="localhost") as tls,
-    ):
-        return int(tls.getpeercert()["serialNumber"], 16)
+def presented(port: int, ca: str) -> int:
+    return presented_serial(f"https://127.0.0.1:{port}", ca)
 
 
 class TestReloadingContext:
@@ -114,13 +109,13 @@ class TestReloadingContext:
         clock = Clock()
         context = server_context(server_files, clock)
         port = serving(context)
-        first = presented_serial(port, tls_material.ca)
+        first = presented(port, tls_material.ca)
         # Act
         rotated = issue(tls_material.ca, server_files, ("localhost",))
         clock.now = 0.5
-        within_interval = presented_serial(port, tls_material.ca)
+        within_interval = presented(port, tls_material.ca)
         clock.now = 1.5
-        after_interval = presented_serial(port, tls_material.ca)
+        after_interval = presented(port, tls_material.ca)
         # Assert
         assert within_interval == first
         assert after_interval == rotated != first
@@ -143,17 +138,17 @@ class TestReloadingContext:
         clock = Clock()
         context = server_context(server_files, clock)
         port = serving(context)
-        first = presented_serial(port, tls_material.ca)
+        first = presented(port, tls_material.ca)
         shutil.copy(tls_material.clients["exporter"].key, server_files.key)
         caplog.set_level(logging.WARNING, "wool_idle.web.tls_context")
         # Act
         served = []
         for step in range(1, 4):
             clock.now = 2.0 * step
-            served.append(presented_serial(port, tls_material.ca))
+            served.append(presented(port, tls_material.ca))
         rotated = issue(tls_material.ca, server_files, ("localhost",))
         clock.now = 10.0
-        after_fix = presented_serial(port, tls_material.ca)
+        after_fix = presented(port, tls_material.ca)
         # Assert
         assert served == [first, first, first]
         assert len([r for r in caplog.records if "keeping the TLS files" in r.message]) == 1

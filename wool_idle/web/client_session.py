@@ -1,4 +1,4 @@
-"""The HTTP client session of a ``--http.config.file``, and URLs fit to print.
+"""The HTTP client session of a ``--http.config.file``.
 
 ``http_session`` gives an ``aiohttp.ClientSession`` that applies the config
 to every request: the ``Authorization`` header (secret files read again, off
