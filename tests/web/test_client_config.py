@@ -89,7 +89,7 @@ class TestParseClientConfig:
 
     def test_parse_defaults(self) -> None:
         """Given an empty file, then no credentials, no TLS settings, redirects
-        followed, http2 on (as Prometheus's defaults)."""
+        followed (as Prometheus's defaults)."""
         assert parse_client_config("", Path("/")) == HttpClientConfig()
 
     @pytest.mark.parametrize(
@@ -136,6 +136,12 @@ class TestParseClientConfig:
         with pytest.raises(ClientConfigError) as raised:
             parse_client_config("basic_auth: {password: hunter2, extra: x}", config_dir)
         assert "hunter2" not in str(raised.value)
+
+    def test_parse_repr_never_shows_a_secret(self, config_dir: Path) -> None:
+        """Given inline secrets, then the config's repr (what a log of it would show)
+        holds neither."""
+        for content in ("basic_auth: {password: hunter2}", "bearer_token: hunter2"):
+            assert "hunter2" not in repr(parse_client_config(content, config_dir))
 
     def test_load_relative_to_the_file(self, config_dir: Path, tmp_path_factory) -> None:
         """Given a file naming files by relative paths, when loaded from another

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import base64
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -78,7 +78,7 @@ class Secret:
     ``key`` names it in errors, never its content."""
 
     key: str
-    value: str = ""
+    value: str = field(default="", repr=False)
     path: str | None = None
 
     def read(self) -> str:
@@ -112,12 +112,12 @@ class Credentials:
 @dataclass(frozen=True, kw_only=True)
 class HttpClientConfig:
     """What the file asks for. ``ssl_context`` is None without ``tls_config``
-    (the system's CAs verify servers)."""
+    (the system's CAs verify servers). (``enable_http2`` is checked, and changes
+    nothing: aiohttp speaks HTTP/1.1 only.)"""
 
     credentials: Credentials | None = None
     ssl_context: ssl.SSLContext | None = None
     follow_redirects: bool = True
-    enable_http2: bool = True
 
 
 def load_client_config(path: str) -> HttpClientConfig:
@@ -137,12 +137,11 @@ def parse_client_config(content: str, base: Path) -> HttpClientConfig:
             if key in top:
                 raise ConfigFileError(f"{key} is not supported by wool-idle")
         follow = boolean(top.get("follow_redirects"), "follow_redirects")
-        http2 = boolean(top.get("enable_http2"), "enable_http2")
+        boolean(top.get("enable_http2"), "enable_http2")  # checked; HTTP/1.1 either way
         return HttpClientConfig(
             credentials=_credentials(top, base),
             ssl_context=client_tls_context(top.get("tls_config"), base),
             follow_redirects=True if follow is None else follow,
-            enable_http2=True if http2 is None else http2,
         )
     except ConfigFileError as error:
         raise ClientConfigError(str(error)) from None

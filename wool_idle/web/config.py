@@ -65,13 +65,13 @@ class WebConfigError(ValueError):
 
 @dataclass(frozen=True)
 class WebConfig:
-    """What the file asks for: a TLS context (or None), bcrypt hashes by user,
-    headers for every response, and ``http2`` as written (see the module)."""
+    """What the file asks for: a TLS context (or None), bcrypt hashes by user, and
+    headers for every response. (``http2`` is checked, and changes nothing: see
+    ``site``.)"""
 
     ssl_context: ssl.SSLContext | None = None
     users: Mapping[str, bytes] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
-    http2: bool = True
 
 
 def load_web_config(path: str) -> WebConfig:
@@ -88,11 +88,10 @@ def parse_web_config(content: str, base: Path) -> WebConfig:
     try:
         top = fields(parse_document(content), TOP_KEYS, "")
         http = fields(top.get("http_server_config"), HTTP_KEYS, "http_server_config")
-        http2 = boolean(http.get("http2"), "http_server_config.http2")
+        boolean(http.get("http2"), "http_server_config.http2")  # checked; HTTP/1.1 either way
         return WebConfig(
             users=_users(top.get("basic_auth_users")),
             headers=_headers(http.get("headers")),
-            http2=True if http2 is None else http2,
             ssl_context=server_tls_context(top.get("tls_server_config"), base),
         )
     except ConfigFileError as error:
