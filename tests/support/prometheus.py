@@ -20,12 +20,23 @@ def free_port() -> int:
 
 
 class PrometheusServer:
-    """``prometheus`` with the given config, listening on a free loopback port."""
+    """``prometheus`` with the given config, listening on a free loopback port;
+    with ``web_config``, its ``--web.config.file`` (HTTPS), reached through ``opener``."""
 
-    def __init__(self, directory: Path, config: dict[str, Any], rule_files: dict[str, str]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: dict[str, Any],
+        rule_files: dict[str, str],
+        *,
+        web_config: Path | None = None,
+        opener: urllib.request.OpenerDirector | None = None,
+    ) -> None:
         self.directory = directory
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if web_config else 'http'}://127.0.0.1:{self.port}"
+        self.web_config = web_config
+        self.opener = opener or urllib.request.build_opener()
         for name, text in rule_files.items():
             (directory / name).write_text(text)
         self.config_path = directory / "prometheus.yml"
@@ -43,6 +54,7 @@ class PrometheusServer:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--web.console.templates=/dev/null",
                 "--web.console.libraries=/dev/null",
+                *([f"--web.config.file={self.web_config}"] if self.web_config else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=(self.directory / "prometheus.log").open("wb"),
@@ -52,7 +64,7 @@ class PrometheusServer:
         while True:
             assert self.process.poll() is None, (self.directory / "prometheus.log").read_text()
             try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                with self.opener.open(f"{self.url}/-/ready", timeout=2) as response:
                     if response.status == 200:
                         return
             except OSError:
@@ -67,7 +79,7 @@ class PrometheusServer:
 
     def api(self, path: str, **params: str) -> Any:
         query = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as response:
+        with self.opener.open(f"{self.url}/api/v1/{path}?{query}", timeout=10) as response:
             return json.loads(response.read())
 
     def query(self, expr: str) -> list[dict[str, Any]]:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
+import ssl
 import urllib.parse
 from pathlib import Path
 
 import aiohttp
+import bcrypt
 import pytest
 from aiohttp import web
+from support.https import presented_serial, serial_after_rotation
+from support.tls import CertFiles, issue
 
+from wool_idle.web.config import load_web_config
 from wool_idle.web.site import serve_app
 
 
@@ -81,3 +88,81 @@ class TestServeApp:
         # Assert
         assert Path(socket_path).read_text() == "someone's file\n"
         os.unlink(socket_path)
+
+
+def write_web_config(directory: Path, tls_material, extra: str = "") -> str:
+    """A web config serving TLS from copies of the server files in ``directory``."""
+    shutil.copy(tls_material.server.cert, directory / "server.crt")
+    shutil.copy(tls_material.server.key, directory / "server.key")
+    path = directory / "web.yml"
+    path.write_text(f"tls_server_config: {{cert_file: server.crt, key_file: server.key}}\n{extra}")
+    return str(path)
+
+
+class TestServeAppWebConfig:
+    async def test_serve_app_headers_on_every_response(self, tmp_path: Path) -> None:
+        """Given a web config with headers and a user, when a page, a 401 and a 404 are
+        answered, then each carries the headers."""
+        # Arrange
+        hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+        path = tmp_path / "web.yml"
+        path.write_text(
+            "http_server_config:\n  http2: false\n  headers:\n"
+            "    X-Frame-Options: deny\n    Strict-Transport-Security: max-age=60\n"
+            f"basic_auth_users:\n  alice: '{hashed}'\n"
+        )
+        config = load_web_config(str(path))
+        auth = {"Authorization": aiohttp.encode_basic_auth("alice", "pw")}
+        answers = []
+        # Act
+        async with (
+            serve_app(hello_app(), "127.0.0.1:0", config) as url,
+            aiohttp.ClientSession() as session,
+        ):
+            for target, headers in (("/hello", auth), ("/hello", {}), ("/nope", auth)):
+                async with session.get(url + target, headers=headers) as response:
+                    answers.append((response.status, dict(response.headers)))
+        # Assert
+        assert [status for status, _ in answers] == [200, 401, 404]
+        for _, headers in answers:
+            assert headers["X-Frame-Options"] == "deny"
+            assert headers["Strict-Transport-Security"] == "max-age=60"
+
+    async def test_serve_app_certificate_rotation(self, tmp_path: Path, tls_material) -> None:
+        """Given an HTTPS site, when its certificate files are rewritten, then a later
+        handshake presents the new certificate, and HTTPS requests still succeed."""
+        # Arrange
+        config = load_web_config(write_web_config(tmp_path, tls_material))
+        files = CertFiles(str(tmp_path / "server.crt"), str(tmp_path / "server.key"))
+        async with serve_app(hello_app(), "127.0.0.1:0", config) as url:
+            first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
+            # Act
+            rotated = issue(tls_material.ca, files, ("localhost",))
+            seen = await asyncio.to_thread(serial_after_rotation, url, tls_material.ca, rotated)
+            client = ssl.create_default_context(cafile=tls_material.ca)
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{url}/hello", ssl=client, server_hostname="localhost") as response,
+            ):
+                status = response.status
+        # Assert
+        assert url.startswith("https://")
+        assert seen == rotated != first
+        assert status == 200
+
+    async def test_serve_app_bad_new_files_keep_the_last_good(
+        self, tmp_path: Path, tls_material, caplog
+    ) -> None:
+        """Given an HTTPS site whose key file is replaced by garbage, when handshakes
+        follow, then they present the last good certificate and the failure is logged."""
+        # Arrange
+        config = load_web_config(write_web_config(tmp_path, tls_material))
+        async with serve_app(hello_app(), "127.0.0.1:0", config) as url:
+            first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
+            # Act
+            (tmp_path / "server.key").write_text("not a key\n")
+            await asyncio.sleep(1.2)  # past the recheck interval: the files are looked at
+            after = await asyncio.to_thread(presented_serial, url, tls_material.ca)
+        # Assert
+        assert after == first
+        assert any("keeping the TLS files" in record.message for record in caplog.records)

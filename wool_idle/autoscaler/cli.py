@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 from typing import Final
 
@@ -16,6 +17,7 @@ from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
 from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
+from wool_idle.cli.http_flags import add_http_client_flags, http_client_config
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
 from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
 from wool_idle.cli.serve import serve_until_signal
@@ -30,6 +32,8 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
+from wool_idle.web.client_config import HttpClientConfig
+from wool_idle.web.client_session import http_session
 from wool_idle.web.config import WebConfig
 from wool_idle.web.metrics import register_build_info
 from wool_idle.web.site import serve_app
@@ -55,6 +59,7 @@ def register(root: Parser) -> None:
     source.add("--selector", SELECTOR, "only workers whose series carry it", repeatable=True)
     source.add("--alert", TEXT, "with --prometheus-url: only workers whose alert fires")
     source.add("--source-timeout", POSITIVE_DURATION, "deadline of one read of the source")
+    add_http_client_flags(source)
     policy = parser.section("policy", "which workers are retired")
     policy.add("--max-idle", POSITIVE_DURATION, "retire workers idle at least this long")
     policy.add("--wait-count", whole_number(1), "cycles in a row a worker must be idle past it")
@@ -78,14 +83,30 @@ def register(root: Parser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the autoscaler: one cycle with ``--once``, else until SIGTERM/SIGINT."""
     parser: Parser = args.parser
-    source = settings_from(args, SourceSettings)
+    source, http = _source_and_client(parser, args)
     if source.alert is not None and source.prometheus_url is None:
         parser.error("argument --alert: needs --prometheus-url")
     action = settings_from(args, ActionSettings, tls=client_tls(parser, args))
     web = web_config(parser, args)
     configure_logging(args)
     policy = settings_from(args, PolicySettings)
-    return asyncio.run(_main(settings_from(args, DaemonSettings), source, policy, action, web))
+    return asyncio.run(
+        _main(settings_from(args, DaemonSettings), source, http, policy, action, web)
+    )
+
+
+def _source_and_client(
+    parser: Parser, args: argparse.Namespace
+) -> tuple[SourceSettings, HttpClientConfig]:
+    """The source settings, its URL without userinfo, and the HTTP client config."""
+    source = settings_from(args, SourceSettings)
+    if source.prometheus_url:
+        url, http = http_client_config(
+            parser, args, source.prometheus_url, url_flag="--prometheus-url"
+        )
+        return dataclasses.replace(source, prometheus_url=url), http
+    url, http = http_client_config(parser, args, source.metrics_url, url_flag="--metrics-url")
+    return dataclasses.replace(source, metrics_url=url), http
 
 
 class FirstRead:
@@ -118,13 +139,15 @@ def _source(settings: SourceSettings, session: aiohttp.ClientSession) -> Source:
 async def _main(
     daemon: DaemonSettings,
     source: SourceSettings,
+    http: HttpClientConfig,
     policy: PolicySettings,
     action: ActionSettings,
     web: WebConfig,
 ) -> int:
     registry = CollectorRegistry(auto_describe=False)
     register_build_info(registry)
-    async with aiohttp.ClientSession() as session:
+    origin = source.prometheus_url or source.metrics_url
+    async with http_session(http, origin=origin) as session:
         watched = FirstRead(_source(source, session))
         autoscaler = Autoscaler(
             source=watched, policy=policy, action=action, metrics=AutoscalerMetrics(registry)

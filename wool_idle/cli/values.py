@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.web.urls import redact
 from wool_idle.worker.address import parse_address
 
 T = TypeVar("T")
@@ -143,14 +144,16 @@ def _text(text: str) -> str:
 
 
 def _url(text: str) -> str:
+    if _CONTROL.search(text):
+        raise ValueError(f"invalid URL {redact(text)!r}: control character")
     _text(text)
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:
-        raise ValueError(f"invalid URL {text!r}: expected http(s)://host[:port]/path")
+        raise ValueError(f"invalid URL {redact(text)!r}: expected http(s)://host[:port]/path")
     try:
         parts.port  # noqa: B018 (raises ValueError on a bad port)
     except ValueError:
-        raise ValueError(f"invalid URL {text!r}: bad port") from None
+        raise ValueError(f"invalid URL {redact(text)!r}: bad port") from None
     return text
 
 

@@ -1,8 +1,9 @@
 """The exporter's HTTP endpoints (aiohttp).
 
 ``/metrics`` fans out over every target; ``/probe?target=`` asks one worker
-(blackbox_exporter's multi-target pattern); ``/sd`` lists the targets for
-Prometheus's HTTP service discovery; ``/`` is a landing page;
+(blackbox_exporter's multi-target pattern; ``&debug=true`` shows its steps);
+``/sd`` lists the targets for Prometheus's HTTP service discovery;
+``POST /-/reload`` re-reads the targets file; ``/`` is a landing page;
 ``/-/healthy`` and ``/-/ready`` are for orchestrators.
 """
 
@@ -22,6 +23,8 @@ from prometheus_client.registry import Collector
 
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
+from wool_idle.exporter.probe_debug import debug_probe
+from wool_idle.exporter.reload import reload_handler
 from wool_idle.exporter.sd import add_sd_route
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.app import Landing, create_base_app
@@ -99,12 +102,17 @@ def create_app(
             raise web.HTTPBadRequest(text=f"{error}\n") from None
         target = targets.get(address) or Target(address)
         budget = scrape_budget(request, settings)
+        if request.query.get("debug") == "true":
+            return await debug_probe(
+                prober, target, budget, configured=targets.get(address) is not None
+            )
         result = await prober.probe_adhoc(target, time.monotonic() + budget)
         return render_metrics(request, ProbeCollector([result]))
 
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/probe", probe)
     add_sd_route(app, targets)
+    app.router.add_post("/-/reload", reload_handler(targets))
     return app
 
 

@@ -148,6 +148,11 @@ class TargetSet:
             self._index()
 
     @property
+    def failure(self) -> str | None:
+        """Why the last read of the file failed, or None if it succeeded."""
+        return self._failure
+
+    @property
     def loaded(self) -> bool:
         """Whether the file (if any) has been read successfully at least once."""
         return self.path is None or self._loaded

@@ -1,8 +1,21 @@
 """The HTTP scaffold the exporter and the autoscaler share.
 
-- ``config``: ``--web.config.file`` (exporter-toolkit's format: TLS, basic auth);
-- ``basicauth``: the bcrypt basic-auth middleware;
+Serving:
+
+- ``config``: ``--web.config.file`` (exporter-toolkit's format: TLS, basic
+  auth, response headers); ``server_tls``: its ``tls_server_config``;
+- ``basicauth``: the bcrypt basic-auth middleware (one check at a time);
 - ``site``: serving an app on ``host:port`` or ``unix:/path``; default ports;
 - ``app``: ``/``, ``/-/healthy``, ``/-/ready`` and the landing page;
 - ``metrics``: rendering a collector as the scraper asks; ``wool_idle_build_info``.
+
+Reading (the autoscaler's client):
+
+- ``client_config``: ``--http.config.file`` (Prometheus's HTTP client format);
+  ``client_tls``: its ``tls_config``;
+- ``client_session``: the aiohttp session that applies it;
+- ``urls``: URLs without their userinfo, fit to print.
+
+Shared: ``yaml_fields`` (config files read as Go reads them, strictly) and
+``tls_context`` (SSL contexts that follow their rotating certificate files).
 """

@@ -1,19 +1,25 @@
-"""``--web.config.file``: TLS and basic auth for the HTTP endpoints.
+"""``--web.config.file``: TLS, basic auth and response headers for the HTTP endpoints.
 
 The format is Prometheus exporter-toolkit's web configuration file, so
 operators reuse the files their Go exporters already read::
 
-    tls_server_config:
+    tls_server_config:                 # see server_tls for every key
       cert_file: server.crt            # paths relative to this file
       key_file: server.key
       client_auth_type: RequireAndVerifyClientCert
       client_ca_file: ca.crt
-      min_version: TLS12
+    http_server_config:
+      http2: false                     # accepted; aiohttp serves HTTP/1.1 only
+      headers:
+        Strict-Transport-Security: max-age=31536000
     basic_auth_users:
       prometheus: $2y$10$...           # bcrypt hash
 
-The subset read here is strict: an unknown key, a missing file or a value
-out of range is a ``WebConfigError`` at start, never a silent default.
+The file is read as exporter-toolkit reads it, strictly (see
+``yaml_fields``): an unknown key, a key given twice, a header exporter-toolkit
+does not allow, a missing file or a value out of range is a
+``WebConfigError`` at start, never a silent default. The file is read once;
+the certificate files it names are followed as they rotate (``tls_context``).
 """
 
 from __future__ import annotations
@@ -23,28 +29,34 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-import yaml
-
-CLIENT_AUTH_TYPES: Final = {
-    "NoClientCert": ssl.CERT_NONE,
-    "RequestClientCert": ssl.CERT_OPTIONAL,
-    "RequireAnyClientCert": ssl.CERT_REQUIRED,
-    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
-}
-TLS_VERSIONS: Final = {
-    "TLS10": ssl.TLSVersion.TLSv1,
-    "TLS11": ssl.TLSVersion.TLSv1_1,
-    "TLS12": ssl.TLSVersion.TLSv1_2,
-    "TLS13": ssl.TLSVersion.TLSv1_3,
-}
-TOP_KEYS: Final = frozenset({"tls_server_config", "basic_auth_users"})
-TLS_KEYS: Final = frozenset(
-    {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
+from wool_idle.web.server_tls import server_tls_context
+from wool_idle.web.yaml_fields import (
+    ConfigFileError,
+    Node,
+    boolean,
+    entries,
+    error_at,
+    fields,
+    parse_document,
+    text,
+    text_map,
 )
-BCRYPT_HASH: Final = re.compile(r"^\$2[abxy]\$(\d{2})\$[./A-Za-z0-9]{53}$")
+
+TOP_KEYS: Final = frozenset({"tls_server_config", "http_server_config", "basic_auth_users"})
+HTTP_KEYS: Final = frozenset({"http2", "headers"})
+HEADERS: Final[Mapping[str, tuple[str, ...] | None]] = {
+    # exporter-toolkit's headers (names as written) and their allowed values (None: any).
+    "Strict-Transport-Security": None,
+    "X-Content-Type-Options": ("nosniff",),
+    "X-Frame-Options": ("deny", "sameorigin"),
+    "X-XSS-Protection": None,
+    "Content-Security-Policy": None,
+}
+BCRYPT_HASH: Final = re.compile(r"^\$2[abxy]\$(\d\d)\$[./A-Za-z0-9]{53}$")
+BCRYPT_COSTS: Final = range(4, 32)
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class WebConfigError(ValueError):
@@ -53,99 +65,61 @@ class WebConfigError(ValueError):
 
 @dataclass(frozen=True)
 class WebConfig:
-    """What the file asks for: a TLS context (or None) and bcrypt hashes by user."""
+    """What the file asks for: a TLS context (or None), bcrypt hashes by user, and
+    headers for every response. (``http2`` is checked, and changes nothing: see
+    ``site``.)"""
 
     ssl_context: ssl.SSLContext | None = None
     users: Mapping[str, bytes] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_web_config(path: str) -> WebConfig:
     """Read and validate ``path``; ``WebConfigError`` names what is wrong."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        content = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise WebConfigError(f"cannot read {path!r}: {error}") from None
-    return parse_web_config(text, Path(path).resolve().parent)
+    return parse_web_config(content, Path(path).resolve().parent)
 
 
-def parse_web_config(text: str, base: Path) -> WebConfig:
-    """Parse the file's ``text``; relative paths are relative to ``base``."""
+def parse_web_config(content: str, base: Path) -> WebConfig:
+    """Parse the file's ``content``; relative paths are relative to ``base``."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise WebConfigError(f"not valid YAML: {str(error).splitlines()[0]}") from None
-    if document is None:
-        return WebConfig()
-    if not isinstance(document, Mapping):
-        raise WebConfigError("expected a mapping at the top level")
-    _only(document, TOP_KEYS, "top level")
-    tls = document.get("tls_server_config")
-    return WebConfig(
-        ssl_context=None if tls is None else _ssl_context(tls, base),
-        users=_users(document.get("basic_auth_users") or {}),
-    )
-
-
-def _only(mapping: Mapping[Any, Any], allowed: frozenset[str], where: str) -> None:
-    unknown = sorted(str(key) for key in mapping if key not in allowed)
-    if unknown:
-        raise WebConfigError(
-            f"unsupported key(s) {', '.join(unknown)} in {where} "
-            f"(supported: {', '.join(sorted(allowed))})"
+        top = fields(parse_document(content), TOP_KEYS, "")
+        http = fields(top.get("http_server_config"), HTTP_KEYS, "http_server_config")
+        boolean(http.get("http2"), "http_server_config.http2")  # checked; HTTP/1.1 either way
+        return WebConfig(
+            users=_users(top.get("basic_auth_users")),
+            headers=_headers(http.get("headers")),
+            ssl_context=server_tls_context(top.get("tls_server_config"), base),
         )
+    except ConfigFileError as error:
+        raise WebConfigError(str(error)) from None
 
 
-def _string(mapping: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = mapping.get(key)
-    if value is not None and not isinstance(value, str):
-        raise WebConfigError(f"{where}.{key} must be a string")
-    return value
-
-
-def _ssl_context(tls: Any, base: Path) -> ssl.SSLContext:
-    where = "tls_server_config"
-    if not isinstance(tls, Mapping):
-        raise WebConfigError(f"{where} must be a mapping")
-    _only(tls, TLS_KEYS, where)
-    cert, key = _string(tls, "cert_file", where), _string(tls, "key_file", where)
-    if not cert or not key:
-        raise WebConfigError(f"{where} needs cert_file and key_file")
-    auth_type = _string(tls, "client_auth_type", where) or "NoClientCert"
-    if auth_type not in CLIENT_AUTH_TYPES:
-        raise WebConfigError(
-            f"{where}.client_auth_type {auth_type!r} is not one of {', '.join(CLIENT_AUTH_TYPES)}"
-        )
-    client_ca = _string(tls, "client_ca_file", where)
-    if "Verify" in auth_type and not client_ca:
-        raise WebConfigError(f"{where}.client_auth_type {auth_type} needs client_ca_file")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        context.load_cert_chain(base / cert, base / key)
-        if client_ca:
-            context.load_verify_locations(cafile=str(base / client_ca))
-    except (OSError, ssl.SSLError) as error:
-        raise WebConfigError(f"{where}: cannot load certificates: {error}") from None
-    context.verify_mode = CLIENT_AUTH_TYPES[auth_type]
-    for bound in ("min_version", "max_version"):
-        version = _string(tls, bound, where)
-        if version is None:
-            continue
-        if version not in TLS_VERSIONS:
-            raise WebConfigError(
-                f"{where}.{bound} {version!r} is not one of {', '.join(TLS_VERSIONS)}"
-            )
-        setattr(context, bound, TLS_VERSIONS[version])
-    return context
-
-
-def _users(users: Any) -> dict[str, bytes]:
-    if not isinstance(users, Mapping):
-        raise WebConfigError("basic_auth_users must be a mapping of user: bcrypt hash")
+def _users(node: Node | None) -> dict[str, bytes]:
     hashes = {}
-    for user, hashed in users.items():
-        if not isinstance(user, str) or not user or ":" in user:
-            raise WebConfigError(f"basic_auth_users: invalid user name {user!r}")
-        if not isinstance(hashed, str) or not BCRYPT_HASH.match(hashed):
-            raise WebConfigError(f"basic_auth_users.{user}: not a bcrypt hash")
+    for user, value in entries(node, "basic_auth_users").items():
+        hashed = text(value, f"basic_auth_users.{user}") or ""
+        match = BCRYPT_HASH.match(hashed)
+        if match is None:
+            raise error_at(value, f"basic_auth_users.{user}: not a bcrypt hash")
+        if int(match.group(1)) not in BCRYPT_COSTS:
+            raise error_at(value, f"basic_auth_users.{user}: bcrypt cost outside 4..31")
         hashes[user] = hashed.encode()
     return hashes
+
+
+def _headers(node: Node | None) -> dict[str, str]:
+    headers = text_map(node, "http_server_config.headers")
+    for name, value in headers.items():
+        where = f"http_server_config.headers.{name}"
+        if name not in HEADERS:
+            raise ConfigFileError(f"{where}: header {name!r} can not be configured")
+        allowed = HEADERS[name]
+        if allowed is not None and value not in allowed:
+            raise ConfigFileError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+        if _CONTROL.search(value):
+            raise ConfigFileError(f"{where}: control character in the value")
+    return headers

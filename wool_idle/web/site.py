@@ -5,6 +5,9 @@ TLS) followed by the socket path with ``/`` percent-encoded, the form of
 requests-unixsocket and docker-py: ``unix:/run/wool.sock`` serves at
 ``http+unix://%2Frun%2Fwool.sock``. With curl: ``curl --unix-socket
 /run/wool.sock http://localhost/metrics``.
+
+The web config's ``http2`` changes nothing here: aiohttp serves HTTP/1.1
+only, over TLS too (as exporter-toolkit does with ``http2: false``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Final
 
 from aiohttp import web
@@ -36,12 +39,14 @@ async def serve_app(
     app: web.Application, listen: str, config: WebConfig | None = None, *, path: str = ""
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``listen`` (``host:port``, port 0 for any, or ``unix:/path``)
-    with the TLS and basic auth of ``config``, yielding the URL of ``path`` (the
-    base URL by default); stop on exit. Raises ``OSError`` if the address cannot
-    be bound."""
+    with the TLS, basic auth and headers of ``config``, yielding the URL of
+    ``path`` (the base URL by default); stop on exit. Raises ``OSError`` if the
+    address cannot be bound."""
     config = config or WebConfig()
     if config.users:
         app.middlewares.append(BasicAuth(config.users).middleware)
+    if config.headers:
+        app.on_response_prepare.append(_with_headers(config.headers))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
@@ -56,6 +61,17 @@ async def serve_app(
         if listen.startswith(UNIX_PREFIX):  # ours: we bound it
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(listen.removeprefix(UNIX_PREFIX))
+
+
+def _with_headers(
+    headers: Mapping[str, str],
+) -> Callable[[web.Request, web.StreamResponse], Awaitable[None]]:
+    """A response-prepare hook setting ``headers`` on every response (401s and 404s too)."""
+
+    async def add(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.update(headers)
+
+    return add
 
 
 async def _start(runner: web.AppRunner, listen: str, config: WebConfig) -> str:

@@ -1,0 +1,204 @@
+"""The HTTP client session of --http.config.file, against real aiohttp servers."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from support.tls import CertFiles, issue
+
+from wool_idle.web.client_config import parse_client_config
+from wool_idle.web.client_session import CredentialsUnavailable, RedirectRefused, http_session
+from wool_idle.web.config import parse_web_config
+from wool_idle.web.site import serve_app
+
+Seen = list[tuple[str, str | None, int | None]]
+"""(path, Authorization header, client certificate serial) of each request."""
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def recording_app(seen: Seen, redirect_to: str | None = None) -> web.Application:
+    """Records each request; ``/redirect`` answers 302 to ``redirect_to``. Every
+    response closes its connection, so each request opens a new one."""
+
+    async def record(request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        serial = int(peer["serialNumber"], 16) if peer else None
+        seen.append((request.path, request.headers.get("Authorization"), serial))
+        if request.path == "/redirect":
+            raise web.HTTPFound(redirect_to or "/")
+        response = web.Response(text="ok\n")
+        response.force_close()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", record)
+    return app
+
+
+Serve = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """Serve apps on loopback (with an optional web config); all stopped after the test."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(app: web.Application, web_config: str = "", base: Path = Path("/")) -> str:
+            config = parse_web_config(web_config, base)
+            return await stack.enter_async_context(serve_app(app, "127.0.0.1:0", config))
+
+        yield start
+
+
+async def get(session: aiohttp.ClientSession, url: str) -> int:
+    async with session.get(url) as response:
+        return response.status
+
+
+class TestHttpSession:
+    async def test_http_session_password_file_read_per_request(
+        self, serve: Serve, tmp_path: Path
+    ) -> None:
+        """Given basic_auth with a password_file, when the file changes between two
+        requests, then the second request carries the new password."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        (tmp_path / "pw").write_text("first\n")
+        config = parse_client_config("basic_auth: {username: a, password_file: pw}", tmp_path)
+        # Act
+        async with http_session(config, origin=url) as session:
+            await get(session, f"{url}/one")
+            (tmp_path / "pw").write_text("second\n")
+            await get(session, f"{url}/two")
+        # Assert
+        assert [auth for _, auth, _ in seen] == [basic("a", "first"), basic("a", "second")]
+
+    async def test_http_session_credentials_stay_with_their_origin(
+        self, serve: Serve, tmp_path: Path
+    ) -> None:
+        """Given a source that redirects to another host:port, when followed, then the
+        other server gets no credentials; a redirect within the origin keeps them."""
+        # Arrange
+        elsewhere: Seen = []
+        other = await serve(recording_app(elsewhere))
+        seen: Seen = []
+        url = await serve(recording_app(seen, redirect_to=f"{other}/landed"))
+        config = parse_client_config("authorization: {credentials: tok}", tmp_path)
+        # Act
+        async with http_session(config, origin=url) as session:
+            status = await get(session, f"{url}/redirect")
+        # Assert
+        assert status == 200
+        assert seen == [("/redirect", "Bearer tok", None)]
+        assert elsewhere == [("/landed", None, None)]
+
+    async def test_http_session_redirect_refused(self, serve: Serve, tmp_path: Path) -> None:
+        """Given follow_redirects: false, when the server redirects, then the request
+        fails (a ClientError) and the target is never asked."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen, redirect_to="/landed"))
+        config = parse_client_config("follow_redirects: false", tmp_path)
+        # Act
+        async with http_session(config, origin=url) as session:
+            with pytest.raises(RedirectRefused, match=r"HTTP 302 .* not followed"):
+                await get(session, f"{url}/redirect")
+        # Assert
+        assert [path for path, _, _ in seen] == ["/redirect"]
+
+    async def test_http_session_unreadable_secret_fails_the_request(
+        self, serve: Serve, tmp_path: Path
+    ) -> None:
+        """Given a password_file removed after start, when a request is made, then it
+        fails with a ClientError naming the key (nothing is sent)."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        (tmp_path / "pw").write_text("pw\n")
+        config = parse_client_config("basic_auth: {password_file: pw}", tmp_path)
+        (tmp_path / "pw").unlink()
+        # Act
+        async with http_session(config, origin=url) as session:
+            with pytest.raises(CredentialsUnavailable, match=r"basic_auth\.password_file"):
+                await get(session, url)
+        # Assert
+        assert seen == []
+
+    async def test_http_session_client_certificate_rotation(
+        self, serve: Serve, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a server requiring client certificates and a tls_config presenting
+        one, when the client certificate files are rewritten, then a later connection
+        presents the new certificate."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(
+            recording_app(seen),
+            f"tls_server_config: {{cert_file: {tls_material.server.cert},"
+            f" key_file: {tls_material.server.key}, client_ca_file: {tls_material.ca},"
+            " client_auth_type: RequireAndVerifyClientCert}",
+        )
+        client = tls_material.clients["autoscaler"]
+        files = CertFiles(str(tmp_path / "client.crt"), str(tmp_path / "client.key"))
+        shutil.copy(client.cert, files.cert)
+        shutil.copy(client.key, files.key)
+        config = parse_client_config(
+            f"tls_config: {{ca_file: {tls_material.ca}, cert_file: client.crt,"
+            " key_file: client.key, server_name: localhost}",
+            tmp_path,
+        )
+        # Act
+        async with http_session(config, origin=url) as session:
+            await get(session, url)
+            rotated = issue(tls_material.ca, files, ("autoscaler",))
+            deadline = time.monotonic() + 20
+            while seen[-1][2] != rotated and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                await get(session, url)
+        # Assert
+        assert seen[0][2] != rotated
+        assert seen[-1][2] == rotated
+
+    async def test_http_session_ca_rotation(
+        self, serve: Serve, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a server whose certificate comes from a CA the client does not trust
+        yet, when the client's ca_file is rewritten with that CA, then a later
+        connection succeeds."""
+        # Arrange
+        served = CertFiles(str(tmp_path / "server.crt"), str(tmp_path / "server.key"))
+        shutil.copy(tls_material.server.key, served.key)
+        issue(tls_material.other_ca, served, ("localhost",))
+        url = await serve(
+            recording_app([]),
+            f"tls_server_config: {{cert_file: {served.cert}, key_file: {served.key}}}",
+        )
+        shutil.copy(tls_material.ca, tmp_path / "ca.crt")
+        config = parse_client_config("tls_config: {ca_file: ca.crt}", tmp_path)
+        # Act
+        async with http_session(config, origin=url) as session:
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                await get(session, url)
+            shutil.copy(tls_material.other_ca, tmp_path / "ca.crt")
+            deadline, status = time.monotonic() + 20, 0
+            while status != 200 and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                try:
+                    status = await get(session, url)
+                except aiohttp.ClientConnectorCertificateError:
+                    continue
+        # Assert
+        assert status == 200
