@@ -24,6 +24,10 @@ IDLE_SUPPORTED: Final = "wool_worker_idle_supported"
 """0 if the worker predates the idle RPC, else 1 when up."""
 PROBE_DURATION: Final = "wool_worker_probe_duration_seconds"
 """How long the worker's idle RPC took."""
+RETIRED_TIMESTAMP: Final = "wool_autoscaler_retired_timestamp_seconds"
+"""On the autoscaler's ``/metrics``: Unix time at which it stopped the worker
+(label ``worker``, plus the worker's ``--group-by`` labels); the alert rules
+and the dashboard tell a retired worker from a down one by it."""
 BUILD_INFO: Final = "wool_idle_build_info"
 """Always 1, on the exporter's and the autoscaler's ``/metrics``: labels ``version``,
 ``python`` and ``grpc`` say what runs."""
