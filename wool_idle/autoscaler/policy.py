@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Final
 
@@ -90,7 +90,8 @@ class PolicyState:
     """Workers a stop was sent to, and when; they count as gone for the floor."""
     first_seen: Mapping[str, float] = field(default_factory=dict)
     """When each worker of the last cycle was first read (a worker missing from a
-    cycle is forgotten, and new again when it comes back)."""
+    cycle is forgotten, and new again when it comes back); kept only with a
+    ``min_age``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +163,10 @@ def plan(
         if w in latest and latest[w].up and now - since < RETIRING_TTL
     }
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
-    first_seen = {w: state.first_seen.get(w, now) for w in latest}
+    seen = state.first_seen
+    first_seen = {w: seen.get(w, now) for w in latest} if settings.min_age else {}
     verdicts: dict[str, Verdict] = {}
-    ranked = []
+    ranked, held = [], 0
     for worker, disqualifier in disqualified.items():
         if disqualifier is not None:
             verdicts[worker] = disqualifier
@@ -173,23 +175,18 @@ def plan(
         elif streaks[worker] < settings.wait_count:
             verdicts[worker] = Verdict.WAITING
         elif worker in cooldowns:
-            verdicts[worker] = Verdict.COOLDOWN
-        elif now - first_seen[worker] < settings.min_age:
-            verdicts[worker] = Verdict.MIN_AGE
+            verdicts[worker], held = Verdict.COOLDOWN, held + 1
+        elif first_seen and now - first_seen[worker] < settings.min_age:
+            verdicts[worker], held = Verdict.MIN_AGE, held + 1
         else:
             ranked.append(latest[worker])
     ranked.sort(key=lambda r: (-(r.idle or 0.0), r.worker))
-    verdicts.update(_take(ranked, _room(latest, retiring, settings), settings))
-    first = [r.worker for r in ranked]
-    chosen = set(first)
-    rest = [w for w in latest if w not in chosen]
-    decisions = tuple(
-        Decision(w, latest[w].idle, verdicts[w], latest[w].group) for w in first + rest
-    )
-    held = sum(v is Verdict.COOLDOWN or v is Verdict.MIN_AGE for v in verdicts.values())
-    return Plan(
-        decisions, PolicyState(streaks, cooldowns, retiring, first_seen), len(ranked) + held
-    )
+    _take(ranked, _room(latest, retiring, settings), settings, verdicts)
+    chosen = {r.worker for r in ranked}
+    in_order = ranked + [r for w, r in latest.items() if w not in chosen]
+    decisions = tuple(Decision(r.worker, r.idle, verdicts[r.worker], r.group) for r in in_order)
+    next_state = PolicyState(streaks, cooldowns, retiring, first_seen)
+    return Plan(decisions, next_state, len(ranked) + held)
 
 
 def _room(
@@ -197,26 +194,31 @@ def _room(
 ) -> dict[tuple[str, ...], int]:
     """How many workers each group may lose: its up workers (a conflicting reading is
     not counted), less those retiring, less ``min_workers``."""
-    up = Counter(r.group for r in latest.values() if r.up and not r.conflicting)
-    gone = Counter(latest[w].group for w in retiring)
+    up = Counter([r.group for r in latest.values() if r.up and not r.conflicting])
+    gone = Counter([latest[w].group for w in retiring])
     return {group: max(0, n - gone[group] - settings.min_workers) for group, n in up.items()}
 
 
 def _take(
-    ranked: Iterable[Reading], room: Mapping[tuple[str, ...], int], settings: PolicySettings
-) -> Iterator[tuple[str, Verdict]]:
-    """The verdict of each ranked candidate, longest idle first within its group:
+    ranked: Iterable[Reading],
+    room: Mapping[tuple[str, ...], int],
+    settings: PolicySettings,
+    verdicts: dict[str, Verdict],
+) -> None:
+    """Set the verdict of each ranked candidate, longest idle first within its group:
     ``stop`` while its group has room and stops left this cycle."""
-    taken: Counter[tuple[str, ...]] = Counter()
+    taken: dict[tuple[str, ...], int] = {}
+    limit = settings.max_stops_per_cycle
     for reading in ranked:
-        rank = taken[reading.group]
-        taken[reading.group] = rank + 1
-        if rank >= room.get(reading.group, 0):
-            yield reading.worker, Verdict.MIN_WORKERS
-        elif rank >= settings.max_stops_per_cycle:
-            yield reading.worker, Verdict.RATE_LIMIT
+        group = reading.group
+        rank = taken.get(group, 0)
+        taken[group] = rank + 1
+        if rank >= room.get(group, 0):
+            verdicts[reading.worker] = Verdict.MIN_WORKERS
+        elif rank >= limit:
+            verdicts[reading.worker] = Verdict.RATE_LIMIT
         else:
-            yield reading.worker, Verdict.STOP
+            verdicts[reading.worker] = Verdict.STOP
 
 
 def after_stop(

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -24,6 +24,8 @@ from wool_idle.autoscaler.sources.samples import SamplesByWorker
 from wool_idle.autoscaler.sources.selector import Selector, promql_string
 from wool_idle.autoscaler.sources.source import SourceError, fetch
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
+
+_NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
 
 
 def series_query(selectors: Sequence[Selector]) -> str:
@@ -62,7 +64,9 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
             raise SourceError("a sample without a string __name__")
         series = series_of(name)
         if series is not None:
-            worker = _worker(labels)
+            worker = labels.get(WORKER_LABEL)  # _worker, inlined: this loop runs per sample
+            if type(worker) is not str:
+                raise SourceError(_NO_WORKER)
             add(series, worker, _number(value))
             if group_by:
                 try:
@@ -70,7 +74,10 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
                 except TypeError as error:
                     raise SourceError(str(error)) from None
     for labels, value in _samples(ages):
-        add(samples.ages, _worker(labels), _number(value))
+        worker = labels.get(WORKER_LABEL)
+        if type(worker) is not str:
+            raise SourceError(_NO_WORKER)
+        add(samples.ages, worker, _number(value))
     return samples.readings(default_age=math.inf)
 
 
@@ -104,7 +111,7 @@ def _samples(body: Any) -> Iterator[tuple[dict[str, Any], Any]]:
 def _worker(labels: dict[str, Any]) -> str:
     worker = labels.get(WORKER_LABEL)
     if type(worker) is not str:
-        raise SourceError(f"a sample without a string {WORKER_LABEL!r} label")
+        raise SourceError(_NO_WORKER)
     return worker
 
 
