@@ -106,9 +106,12 @@ class Autoscaler:
     def _forget_replaced(self, readings: list[Reading], plan: Plan) -> None:
         """End the retired mark of each worker up again and no longer retiring: a new
         worker answers at its address."""
+        retired, retiring = self.metrics.retired, plan.state.retiring
+        if not retired:
+            return
         for reading in readings:
-            if reading.up and not reading.conflicting and reading.worker not in plan.state.retiring:
-                self.metrics.retired.forget(reading.worker)
+            if reading.up and not reading.conflicting and reading.worker not in retiring:
+                retired.forget(reading.worker)
 
     async def _act(self, decision: Decision) -> None:
         attempt = await self.actuator.retire(decision)

@@ -6,11 +6,13 @@ series tells the alert rules and the dashboard it was retired on purpose.
 Bounded in count and in time: the ``RETIRED_LIMIT`` most recent stops within
 ``RETIRED_MAX_AGE``. A worker's mark ends early when the source reports it up
 again and it is no longer retiring (a new worker at that address). The marks
-live in this process: after a restart the series is empty again.
+live in this process: after a restart the series is empty again. Safe to
+collect from another thread than the one marking.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,32 +36,40 @@ class RetiredWorkers(Collector):
         self.group_by = tuple(name for name in group_by if name != WORKER_LABEL)
         self.clock = clock
         self._marks: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def mark(self, worker: str, labels: Mapping[str, str]) -> None:
         """Note that ``worker`` (with group ``labels``) was stopped just now."""
-        self._marks.pop(worker, None)
         group = tuple(labels.get(name, "") for name in self.group_by)
-        self._marks[worker] = (self.clock(), group)
-        while len(self._marks) > RETIRED_LIMIT:
-            self._marks.popitem(last=False)
+        with self._lock:
+            self._marks.pop(worker, None)
+            self._marks[worker] = (self.clock(), group)
+            while len(self._marks) > RETIRED_LIMIT:
+                self._marks.popitem(last=False)
 
     def forget(self, worker: str) -> None:
         """End ``worker``'s mark (a new worker answers at its address)."""
-        self._marks.pop(worker, None)
+        with self._lock:
+            self._marks.pop(worker, None)
 
     def __contains__(self, worker: object) -> bool:
         return worker in self._marks
 
+    def __len__(self) -> int:
+        return len(self._marks)
+
     def collect(self) -> Iterator[Metric]:
         oldest = self.clock() - RETIRED_MAX_AGE
-        while self._marks and next(iter(self._marks.values()))[0] < oldest:
-            self._marks.popitem(last=False)
+        with self._lock:
+            while self._marks and next(iter(self._marks.values()))[0] < oldest:
+                self._marks.popitem(last=False)
+            marks = list(self._marks.items())
         family = GaugeMetricFamily(
             RETIRED_TIMESTAMP,
             "Unix time at which the autoscaler stopped the worker "
             f"(the last {RETIRED_LIMIT} within {RETIRED_MAX_AGE / 3600:g}h).",
             labels=[WORKER_LABEL, *self.group_by],
         )
-        for worker, (stopped, group) in self._marks.items():
+        for worker, (stopped, group) in marks:
             family.add_metric([worker, *group], stopped)
         yield family

@@ -23,6 +23,7 @@ def parse_exposition(
     reading's group is the values of its series' ``group_by`` labels.
     """
     samples = SamplesByWorker(group_by)
+    add, place = samples.add, samples.place  # bound once: a loop per sample
     try:
         for family in text_string_to_metric_families(text):
             values = samples.by_series.get(family.name)
@@ -31,10 +32,11 @@ def parse_exposition(
             for sample in family.samples:
                 labels = sample.labels
                 worker = labels.get(WORKER_LABEL)
-                if worker is not None and all(s.matches(labels) for s in selectors):
-                    samples.add(values, worker, sample.value)
-                    if group_by:
-                        samples.place(worker, labels)
+                if worker is None or (selectors and not all(s.matches(labels) for s in selectors)):
+                    continue
+                add(values, worker, sample.value)
+                if group_by:
+                    place(worker, labels)
     except Exception as error:  # the parser raises several types on bad input
         raise SourceError(f"malformed exposition text: {error}") from None
     return samples.readings(default_age=0.0)

@@ -57,19 +57,20 @@ class SamplesByWorker:
         """
         idle, up, supported = (self.by_series[n] for n in (IDLE_SECONDS, UP, IDLE_SUPPORTED))
         ages, conflicting, groups = self.ages, self.conflicting, self.groups
+        reading, valid = Reading, valid_idle  # bound once: a loop per worker
         readings = []
         for worker in dict.fromkeys([*up, *supported, *idle]):
             value = idle.get(worker)
             age = ages.get(worker, default_age)
             readings.append(
-                Reading(
+                reading(
                     worker,
-                    value if valid_idle(value) else None,
+                    value if valid(value) else None,
                     up=up.get(worker) == 1.0,
                     supported=supported.get(worker) == 1.0,
                     age=math.inf if age is None else age,
                     conflicting=worker in conflicting,
-                    group=groups.get(worker, ()),
+                    group=groups.get(worker, ()) if groups else (),
                 )
             )
         return readings
