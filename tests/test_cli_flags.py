@@ -112,6 +112,7 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     ([*SCALE, "--selector", "pool!~a(?=b)"], "--selector"),
     ([*SCALE, "--selector", "pool=~[[:alpha:]]"], "--selector"),
     ([*SCALE, "--selector", "pool~=a"], "--selector"),
+    ([*SCALE, "--selector", "wool_tags=gpu,hot"], "--selector"),
     ([*SCALE, "--group-by", "__name__"], "--group-by"),
     ([*SCALE, "--group-by", "wool-tags"], "--group-by"),
     ([*SCALE, "--group-by", "a,,b"], "--group-by"),

@@ -15,7 +15,7 @@ from support import unix_http
 from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
 
-from wool_idle.cli import main
+from wool_idle.cli import build_parser, main
 
 WAIT = 15.0
 
@@ -238,6 +238,18 @@ class TestGroupsAndDrops:
         assert result.returncode == 0, result.stderr
         assert f"worker={address} verdict=min_age" in result.stderr
         assert fleet.alive(address)
+
+    def test_selector_with_an_escaped_comma_is_one_matcher(self) -> None:
+        """Given --selector with a regex whose comma is written \\x2c (a comma separates
+        selectors), when parsed, then it is one matcher that matches the comma-joined
+        wool_tags value."""
+        # Arrange
+        parser = build_parser()
+        # Act
+        args = parser.parse_args(["autoscaler", "--max-idle", "1s", "--selector", r"t=~a\x2cb"])
+        # Assert
+        (selector,) = args.selector
+        assert selector.matches({"t": "a,b"}) and not selector.matches({"t": "a"})
 
     def test_lan_discovery_is_logged_as_having_no_drop(self) -> None:
         """Given --wool-discovery lan:NS, when the autoscaler starts, then it is

@@ -259,7 +259,7 @@ class TestSelectorsAndGroupsInPrometheus:
         hot, cold, bare = await fleet.start(3)
         targets = [
             {"targets": [hot], "labels": {"wool_tags": "hot", "zone": "eu"}},
-            {"targets": [cold], "labels": {"wool_tags": "cold"}},
+            {"targets": [cold], "labels": {"wool_tags": "cold,gpu"}},
             {"targets": [bare], "labels": {}},
         ]
         (tmp_path / "targets.yml").write_text(yaml.safe_dump(targets))
@@ -279,6 +279,7 @@ class TestSelectorsAndGroupsInPrometheus:
             ["wool_tags!~.*o.*"],
             ["wool_tags=~.+", "zone!=eu"],
             ["zone=~(?i)EU"],
+            ["wool_tags=~cold\\x2cgpu"],
         ]
         group_by = ("wool_tags", "zone")
         try:
@@ -305,8 +306,9 @@ class TestSelectorsAndGroupsInPrometheus:
         # Assert
         for texts, via_promql, via_python in seen:
             assert via_promql == via_python, texts
-        assert seen[0][1] == {hot: ("hot", "eu"), cold: ("cold", ""), bare: ("", "")}
-        assert set(seen[4][1]) == {hot, cold} and set(seen[5][1]) == {bare}
+        assert seen[0][1] == {hot: ("hot", "eu"), cold: ("cold,gpu", ""), bare: ("", "")}
+        assert set(seen[4][1]) == {hot} and set(seen[5][1]) == {bare}
+        assert set(seen[8][1]) == {cold}
 
 
 def groups_of(readings: list) -> dict[str, tuple[str, ...]]:

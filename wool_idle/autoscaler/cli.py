@@ -31,7 +31,7 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
-from wool_idle.contract import LABEL_NAME
+from wool_idle.contract import LABEL_NAME, RETIRED_TIMESTAMP
 from wool_idle.discovery.drop import Dropper
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.config import WebConfig
@@ -72,7 +72,8 @@ def register(root: Parser) -> None:
         SELECTOR,
         "only workers whose series match it: label=value, label!=value, label=~regex or "
         "label!~regex (Prometheus semantics: RE2 regex matching the whole value; a missing "
-        "label is the empty value)",
+        "label is the empty value; a comma separates selectors, so write one in a value as "
+        "\\x2c in a regex: wool_tags=~gpu\\x2chot)",
         repeatable=True,
     )
     source.add("--alert", TEXT, "with --prometheus-url: only workers whose alert fires")
@@ -185,8 +186,9 @@ def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
         if spec.kind is DiscoveryKind.LAN:
             log.info(
                 "%s: LAN discovery has no drop from another process; stopped workers are "
-                "shown by wool_autoscaler_retired_timestamp_seconds only",
+                "shown by %s only",
                 spec,
+                RETIRED_TIMESTAMP,
             )
     namespaces = _local_namespaces(specs)
     return Dropper(namespaces) if namespaces else None
