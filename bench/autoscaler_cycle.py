@@ -8,6 +8,8 @@ fleet. A cycle is: read the input into readings, then plan with the daemon's
 planner (one per input kind, kept across repeats as the daemon keeps it
 across cycles). The floor is parsing the same input with the same library
 and touching every sample (prometheus-client's text parser; json.loads).
+The grouped cycles do the same with ``--group-by pool`` over a fleet in
+four pools (the sources keep the label, the floor holds per pool).
 Runs alternate. Ratios last.
 """
 
@@ -32,13 +34,16 @@ from wool_idle.exporter.probe import ErrorReason, ProbeResult
 from wool_idle.exporter.targets import Target
 
 RULE = PolicySettings(max_idle=600.0, min_workers=10, max_stops_per_cycle=5)
+GROUPED = PolicySettings(max_idle=600.0, min_workers=10, max_stops_per_cycle=5, group_by=("pool",))
 
 
-def fleet(workers: int) -> list[ProbeResult]:
+def fleet(workers: int, pools: int = 1) -> list[ProbeResult]:
+    """``workers`` probe results, every 50th down; ``pools`` > 1 labels them p0, p1, ..."""
     rng = random.Random(7)
     results = []
     for i in range(workers):
-        target = Target(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:50051", (("pool", "p"),))
+        pool = "p" if pools == 1 else f"p{i % pools}"
+        target = Target(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:50051", (("pool", pool),))
         if i % 50 == 0:
             results.append(ProbeResult(target, False, False, None, 0.001, ErrorReason.UNAVAILABLE))
         else:
@@ -88,7 +93,7 @@ def text_floor(text: str) -> None:
 
 
 def text_cycle(planner: PolicyPlanner, text: str) -> None:
-    planner.plan(parse_exposition(text), 0.0)
+    planner.plan(parse_exposition(text, (), planner.settings.group_by), 0.0)
 
 
 def json_floor(values: str, ages: str) -> None:
@@ -97,7 +102,8 @@ def json_floor(values: str, ages: str) -> None:
 
 
 def json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
-    planner.plan(parse_query_responses(json.loads(values), json.loads(ages)), 0.0)
+    group_by = planner.settings.group_by
+    planner.plan(parse_query_responses(json.loads(values), json.loads(ages), group_by), 0.0)
 
 
 def main() -> None:
@@ -110,23 +116,34 @@ def main() -> None:
     results = fleet(workers)
     text = exposition(results)
     values, ages = api_bodies(results)
+    pooled = fleet(workers, pools=4)
+    pooled_text = exposition(pooled)
+    pooled_values, pooled_ages = api_bodies(pooled)
     print(
         f"machine: {machine()}; {workers} workers; exposition {len(text) / 1e6:.1f} MB, "
         f"API JSON {(len(values) + len(ages)) / 1e6:.1f} MB; {repeats} repeats"
     )
-    times: dict[str, list[float]] = {k: [] for k in ("text_floor", "text", "json_floor", "json")}
+    kinds = ("text_floor", "text", "text_grouped", "json_floor", "json", "json_grouped")
+    times: dict[str, list[float]] = {k: [] for k in kinds}
     text_planner, json_planner = PolicyPlanner(RULE), PolicyPlanner(RULE)
+    text_grouped, json_grouped = PolicyPlanner(GROUPED), PolicyPlanner(GROUPED)
     for _ in range(repeats):
         times["text_floor"].append(timed(lambda: text_floor(text)))
         times["text"].append(timed(lambda: text_cycle(text_planner, text)))
+        times["text_grouped"].append(timed(lambda: text_cycle(text_grouped, pooled_text)))
         times["json_floor"].append(timed(lambda: json_floor(values, ages)))
         times["json"].append(timed(lambda: json_cycle(json_planner, values, ages)))
+        times["json_grouped"].append(
+            timed(lambda: json_cycle(json_grouped, pooled_values, pooled_ages))
+        )
     median = {k: statistics.median(v) for k, v in times.items()}
     for key, seconds in median.items():
-        print(f"  {key:>10}: median {seconds * 1e3:8.1f} ms")
+        print(f"  {key:>12}: median {seconds * 1e3:8.1f} ms")
     print("ratios (cycle / parse floor, median):")
-    print(f"  exposition text: {median['text'] / median['text_floor']:.2f}x")
-    print(f"  Prometheus API JSON: {median['json'] / median['json_floor']:.2f}x")
+    for kind, label in (("text", "exposition text"), ("json", "Prometheus API JSON")):
+        floor = median[f"{kind}_floor"]
+        grouped = median[f"{kind}_grouped"] / floor
+        print(f"  {label}: {median[kind] / floor:.2f}x; grouped by pool: {grouped:.2f}x")
 
 
 if __name__ == "__main__":

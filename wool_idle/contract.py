@@ -52,6 +52,10 @@ DISCOVERY_WORKERS: Final = "wool_exporter_discovery_workers"
 DISCOVERY_ERRORS: Final = "wool_exporter_discovery_errors"
 """A counter (``_total``) of the discovery's problems, by ``reason``: failed attempts to
 follow it, and records skipped for a bad address."""
+RETIRED_TIMESTAMP: Final = "wool_autoscaler_retired_timestamp_seconds"
+"""On the autoscaler's ``/metrics``: Unix time at which it stopped the worker
+(label ``worker``, plus the worker's ``--group-by`` labels); the alert rules
+and the dashboard tell a retired worker from a down one by it."""
 BUILD_INFO: Final = "wool_idle_build_info"
 """Always 1, on the exporter's and the autoscaler's ``/metrics``: labels ``version``,
 ``python`` and ``grpc`` say what runs."""

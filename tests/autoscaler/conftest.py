@@ -18,6 +18,7 @@ from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import ExporterSource, Source
+from wool_idle.discovery.drop import Dropper
 from wool_idle.proto import SERVICE, StopRequest, Void
 
 UNDECODABLE: bytes = b"\xff\xff\xff\xff"
@@ -51,17 +52,25 @@ async def make_autoscaler():
     sessions: list[aiohttp.ClientSession] = []
 
     def make(
-        url: str, *, grace: float = 5.0, before_stop=None, source: Source | None = None, **rule
+        url: str,
+        *,
+        grace: float = 5.0,
+        before_stop=None,
+        source: Source | None = None,
+        dropper: Dropper | None = None,
+        **rule,
     ) -> Autoscaler:
         session = aiohttp.ClientSession()
         sessions.append(session)
         registry = CollectorRegistry()
+        policy = PolicySettings(**rule)
         autoscaler = Autoscaler(
-            source=source or ExporterSource(session, url, [], 5.0),
-            policy=PolicySettings(**rule),
+            source=source or ExporterSource(session, url, [], 5.0, policy.group_by),
+            policy=policy,
             action=ActionSettings(grace=grace),
-            metrics=AutoscalerMetrics(registry),
+            metrics=AutoscalerMetrics(registry, group_by=policy.group_by),
             before_stop=before_stop,
+            dropper=dropper,
         )
         autoscaler.registry = registry
         return autoscaler

@@ -4,14 +4,19 @@ worker's failure, whatever it is, is that worker's result."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 
 import grpc
 import pytest
+from support.wool_pools import WoolFleet
 
 from wool_idle.autoscaler.actuator import ActionSettings, StopAttempt, WorkerActuator
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.discovery.drop import read_records
+from wool_idle.exceptions import TransientRpcError
+from wool_idle.worker import WorkerConnection
 
 
 def actuator(*, dry_run: bool = False, before_stop=None) -> WorkerActuator:
@@ -128,3 +133,104 @@ class TestWorkerActuator:
         one; the actuator does not rely on it), when retired, then failed."""
         # Act / Assert
         assert await actuator().retire(stop(worker)) == StopAttempt(StopResult.FAILED)
+
+
+def graceful(grace: float) -> WorkerActuator:
+    return WorkerActuator(ActionSettings(grace=grace, rpc_timeout=5.0), max_idle=0.2, dry_run=False)
+
+
+def window_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "conditional stop" in r.getMessage()]
+
+
+class TestConditionalStop:
+    @pytest.mark.parametrize("dry_run", [False, True])
+    async def test_retire_grace_zero_unconditional_worker_sends_no_stop(
+        self, scripted, caplog: pytest.LogCaptureFixture, dry_run: bool
+    ) -> None:
+        """Given a worker whose idle reply does not say it honours the conditional stop
+        (as a wool worker's never does) and grace 0, when retired (dry run or not),
+        then no stop is sent, the result is unconditional_grace_zero with the confirmed
+        idle time, and one log line names the worker and the grace."""
+        # Arrange
+        worker = await scripted(seconds=100.0)
+        actuator = WorkerActuator(
+            ActionSettings(grace=0.0, rpc_timeout=2.0), max_idle=60.0, dry_run=dry_run
+        )
+        # Act
+        with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+            attempt = await actuator.retire(stop(worker.address))
+        # Assert
+        assert attempt == StopAttempt(StopResult.UNCONDITIONAL_GRACE_ZERO, 100.0)
+        assert worker.stop_requests == []
+        (line,) = window_lines(caplog)
+        assert worker.address in line and "grace 0s" in line
+
+    @pytest.mark.parametrize(("grace", "shown"), [(1.5, "grace 1.5s"), (-1.0, "without limit")])
+    async def test_retire_unconditional_worker_logs_the_open_window(
+        self, scripted, caplog: pytest.LogCaptureFixture, grace: float, shown: str
+    ) -> None:
+        """Given a worker that does not honour the conditional stop and a grace other
+        than 0, when retired, then it is stopped with that grace and one log line says
+        the window is open, with the worker and the grace."""
+        # Arrange
+        worker = await scripted(seconds=100.0)
+        actuator = WorkerActuator(ActionSettings(grace=grace), max_idle=60.0, dry_run=False)
+        # Act
+        with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+            attempt = await actuator.retire(stop(worker.address))
+        # Assert
+        assert attempt.result is StopResult.STOPPED
+        assert [r.timeout for r in worker.stop_requests] == [grace]
+        (line,) = window_lines(caplog)
+        assert worker.address in line and "window is open" in line and shown in line
+
+    async def test_retire_our_worker_with_grace_zero_is_stopped_conditionally(
+        self, fleet, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given our worker (it says it honours the conditional stop) idle past the rule
+        and grace 0, when retired, then it is stopped (the worker itself refuses if work
+        arrived), exits, and nothing is logged about a window."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        await asyncio.sleep(0.3)
+        # Act
+        with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+            attempt = await graceful(0.0).retire(stop(address))
+        # Assert
+        assert attempt.result is StopResult.STOPPED
+        assert await fleet.wait_exit(address) == 0
+        assert window_lines(caplog) == []
+
+    @pytest.mark.e2e
+    async def test_retire_real_wool_worker(self, caplog: pytest.LogCaptureFixture) -> None:
+        """Given two real wool 0.15.7 workers idle past the rule, when one is retired
+        with grace 0 and the other with grace 1s, then the first gets no stop (it keeps
+        answering, result unconditional_grace_zero) and the second is stopped (it stops
+        answering) with a log line saying the window is open."""
+        # Arrange
+        async with WoolFleet() as pools:
+            await pools.hold()
+            await pools.serve("hot", 2)
+            first, second = sorted(r.address for r in read_records(pools.namespace))
+            await asyncio.sleep(0.3)
+            # Act
+            with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+                kept = await graceful(0.0).retire(stop(first))
+                stopped = await graceful(1.0).retire(stop(second))
+            # Assert
+            assert kept.result is StopResult.UNCONDITIONAL_GRACE_ZERO
+            assert stopped.result is StopResult.STOPPED
+            assert await answers(first) and not await answers(second)
+            assert len(window_lines(caplog)) == 2
+            assert "window is open" in window_lines(caplog)[1]
+
+
+async def answers(address: str) -> bool:
+    """Whether the worker at ``address`` answers its idle RPC."""
+    async with WorkerConnection(address) as connection:
+        try:
+            await connection.idle_time(timeout=2.0)
+        except TransientRpcError:
+            return False
+    return True

@@ -5,10 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+import yaml
 from support import unix_http
 from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
+
+from wool_idle.cli import build_parser, main
 
 WAIT = 15.0
 
@@ -149,3 +156,130 @@ class TestAutoscalerCli:
         assert live == 200
         assert any(name == "wool_idle_build_info" for name, _ in samples(metrics[1]))
         assert statuses == [0, 0]
+
+
+def start_exporter(targets_file: Path) -> subprocess.Popen[str]:
+    """``wool-idle exporter`` over a file_sd targets file; its URL is its first line."""
+    return spawn_cli(["exporter", "--listen", "127.0.0.1:0", "--targets-file", str(targets_file)])
+
+
+async def once_over_pools(fleet, directory: Path, label: str, *flags: str) -> list[int]:
+    """Three hot and two cold workers, idle since start, listed in a targets file with
+    ``label`` hot or cold; `autoscaler --once --min-workers 1 FLAGS` over them. How
+    many of each pool survive."""
+    hot, cold = await fleet.start(3), await fleet.start(2)
+    groups = [
+        {"targets": hot, "labels": {label: "hot"}},
+        {"targets": cold, "labels": {label: "cold"}},
+    ]
+    (directory / "targets.yml").write_text(yaml.safe_dump(groups))
+    exporter = start_exporter(directory / "targets.yml")
+    url = exporter.stdout.readline().strip()
+    await asyncio.sleep(0.3)
+    once = ["autoscaler", "--once", "--metrics-url", url, "--max-idle", "200ms"]
+    result = await asyncio.to_thread(
+        run_cli, [*once, "--min-workers", "1", "--grace", "1s", *flags]
+    )
+    exporter.terminate()
+    exporter.wait(timeout=30)
+    assert result.returncode == 0, result.stderr
+    for address in (*hot, *cold):
+        if f"worker={address} verdict=stop " in result.stderr:
+            await fleet.wait_exit(address)
+    return [sum(fleet.alive(a) for a in pool) for pool in (hot, cold)]
+
+
+class TestGroupsAndDrops:
+    @pytest.mark.parametrize("label", ["wool_tags", "wool_namespace", "pool"])
+    async def test_once_group_by_keeps_a_worker_of_every_group(
+        self, fleet, tmp_path: Path, label: str
+    ) -> None:
+        """Given a hot pool of three and a cold pool of two, every worker idle since
+        start, labelled by a targets file (the exporter's discovery labels are
+        ordinary labels), when `--once --min-workers 1 --group-by LABEL` runs, then
+        exactly one worker of each pool survives."""
+        # Act
+        survivors = await once_over_pools(fleet, tmp_path, label, "--group-by", label)
+        # Assert
+        assert survivors == [1, 1]
+
+    async def test_once_without_group_by_may_empty_a_pool(self, fleet, tmp_path: Path) -> None:
+        """Given the same pools and no --group-by, when `--once --min-workers 1` runs,
+        then one worker of the whole fleet survives: a pool is emptied (why groups)."""
+        # Act
+        survivors = await once_over_pools(fleet, tmp_path, "wool_tags")
+        # Assert
+        assert sum(survivors) == 1 and 0 in survivors
+
+    async def test_once_min_age_holds_new_workers(self, fleet, exporter_process) -> None:
+        """Given an idle worker, when `--once --min-age 1h` runs (every worker is new to
+        a fresh autoscaler), then it is held by min_age and keeps running."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        await asyncio.sleep(0.3)
+        # Act
+        result = await asyncio.to_thread(
+            run_cli,
+            [
+                "autoscaler",
+                "--once",
+                "--metrics-url",
+                exporter.url,
+                "--max-idle",
+                "200ms",
+                "--min-workers",
+                "0",
+                "--min-age",
+                "1h",
+            ],
+        )
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert f"worker={address} verdict=min_age" in result.stderr
+        assert fleet.alive(address)
+
+    def test_selector_with_an_escaped_comma_is_one_matcher(self) -> None:
+        """Given --selector with a regex whose comma is written \\x2c (a comma separates
+        selectors), when parsed, then it is one matcher that matches the comma-joined
+        wool_tags value."""
+        # Arrange
+        parser = build_parser()
+        # Act
+        args = parser.parse_args(["autoscaler", "--max-idle", "1s", "--selector", r"t=~a\x2cb"])
+        # Assert
+        (selector,) = args.selector
+        assert selector.matches({"t": "a,b"}) and not selector.matches({"t": "a"})
+
+    def test_lan_discovery_is_logged_as_having_no_drop(self) -> None:
+        """Given --wool-discovery lan:NS, when the autoscaler starts, then it is
+        accepted and the log says LAN has no drop (the retired series shows it)."""
+        # Act
+        result = run_cli(
+            [
+                "autoscaler",
+                "--once",
+                "--max-idle",
+                "1s",
+                "--metrics-url",
+                "http://127.0.0.1:1/metrics",
+                "--wool-discovery",
+                "lan:pool-a",
+            ]
+        )
+        # Assert
+        assert result.returncode == 1  # the source is down; the flag itself was fine
+        assert "lan:pool-a: LAN discovery has no drop" in result.stderr
+
+    def test_local_discovery_without_wool_exits_2(self, monkeypatch, capsys) -> None:
+        """Given --wool-discovery local:NS and no wool package importable, when the
+        autoscaler parses its flags, then it exits 2 with one line naming the flag."""
+        # Arrange
+        monkeypatch.setitem(sys.modules, "wool", None)
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main(["autoscaler", "--max-idle", "1s", "--wool-discovery", "local:ns", "--once"])
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert err.count("\n") == 1 and "--wool-discovery" in err and "wool" in err

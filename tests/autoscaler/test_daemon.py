@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 import pytest
 from aiohttp import web
+from support.wool_pools import unique_namespace
 
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.discovery.drop import Dropper, DropResult
 from wool_idle.worker import WorkerConnection
 
 VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
@@ -281,3 +284,131 @@ class TestAutoscaler:
         # Assert
         assert ok is False
         assert value(autoscaler, "wool_autoscaler_source_up") == 0
+
+
+class ScriptedSource:
+    """A source answering the readings a test sets (the autoscaler's own view)."""
+
+    description = "scripted"
+
+    def __init__(self) -> None:
+        self.readings: list[Reading] = []
+
+    async def read(self) -> list[Reading]:
+        return list(self.readings)
+
+
+def retired(autoscaler, worker: str, **group: str) -> float | None:
+    return value(autoscaler, "wool_autoscaler_retired_timestamp_seconds", worker=worker, **group)
+
+
+class TestRetirement:
+    async def test_cycle_marks_the_stopped_worker_retired_with_its_group(
+        self, fleet, make_autoscaler, serve_text
+    ) -> None:
+        """Given two idle hot workers and a cold one, grouped by wool_tags with a floor
+        of 1, when a cycle runs, then one hot worker is stopped and shown retired (its
+        stop time, its wool_tags), and the others are not."""
+        # Arrange
+        hot, other_hot, cold = await fleet.start(3)
+        text = "".join(
+            f'wool_worker_idle_seconds{{worker="{w}",wool_tags="{t}"}} {idle}\n'
+            f'wool_worker_up{{worker="{w}",wool_tags="{t}"}} 1\n'
+            f'wool_worker_idle_supported{{worker="{w}",wool_tags="{t}"}} 1\n'
+            for w, t, idle in ((hot, "hot", 900), (other_hot, "hot", 800), (cold, "cold", 950))
+        )
+        autoscaler = make_autoscaler(
+            await serve_text(text), max_idle=0.2, min_workers=1, group_by=("wool_tags",)
+        )
+        await asyncio.sleep(0.3)
+        before = time.time()
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        stopped = [r for r in autoscaler.records if r.result is StopResult.STOPPED]
+        assert [(r.worker, dict(r.group)) for r in stopped] == [(hot, {"wool_tags": "hot"})]
+        assert before <= retired(autoscaler, hot, wool_tags="hot") <= time.time()
+        assert retired(autoscaler, other_hot, wool_tags="hot") is None
+        assert retired(autoscaler, cold, wool_tags="cold") is None
+        assert await fleet.wait_exit(hot) == 0 and fleet.alive(other_hot) and fleet.alive(cold)
+
+    async def test_retired_mark_ends_when_a_new_worker_answers(
+        self, fleet, make_autoscaler
+    ) -> None:
+        """Given a worker stopped and marked retired, when the source still reports it
+        up (retiring), then down, then up again (a new worker at the address), then the
+        mark stays through the first two and ends with the third."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        source = ScriptedSource()
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=0)
+        await asyncio.sleep(0.3)
+        source.readings = [Reading(address, 900.0)]
+        await autoscaler.cycle()
+        marks = []
+        # Act
+        for reading in (
+            Reading(address, 901.0),
+            Reading(address, None, up=False),
+            Reading(address, 0.0),
+        ):
+            source.readings = [reading]
+            await autoscaler.cycle()
+            marks.append(retired(autoscaler, address) is not None)
+        # Assert
+        assert autoscaler.records[0].result is StopResult.STOPPED
+        assert marks == [True, True, False]
+
+    async def test_failed_drop_never_undoes_the_stop(
+        self, fleet, exporter_process, make_autoscaler, caplog
+    ) -> None:
+        """Given an autoscaler publishing drops in a namespace that does not exist, when
+        it stops an idle worker, then the stop stands (the worker exits, it is shown
+        retired), the drop is counted as namespace_missing and logged, and the cycle
+        completes."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        autoscaler = make_autoscaler(
+            exporter.url,
+            max_idle=0.2,
+            min_workers=0,
+            dropper=Dropper([unique_namespace("absent")]),
+        )
+        await asyncio.sleep(0.3)
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok and await fleet.wait_exit(address) == 0
+        assert retired(autoscaler, address) is not None
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="namespace_missing") == 1
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="published") == 0
+        assert f"worker {address}: drop namespace_missing" in caplog.text
+
+    async def test_dry_run_neither_marks_nor_drops(
+        self, fleet, exporter_process, make_autoscaler
+    ) -> None:
+        """Given a dry run with a dropper, when an idle worker is confirmed, then it is
+        not shown retired and no drop is tried."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        autoscaler = make_autoscaler(
+            exporter.url,
+            max_idle=0.2,
+            min_workers=0,
+            dry_run=True,
+            dropper=Dropper([unique_namespace("absent")]),
+        )
+        await asyncio.sleep(0.3)
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        assert autoscaler.records[-1].result is StopResult.DRY_RUN
+        assert retired(autoscaler, address) is None
+        assert (
+            sum(
+                value(autoscaler, "wool_autoscaler_drops_total", result=r.value) for r in DropResult
+            )
+            == 0
+        )

@@ -13,6 +13,9 @@ from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 STOPPED = Record(1700000000.0, "a:1", 600.5, Verdict.STOP, 601.0, StopResult.STOPPED)
 HELD = Record(1700000000.0, "b:1", 700.0, Verdict.MIN_WORKERS)
+GROUPED = Record(
+    1700000000.0, "c:1", 700.0, Verdict.MIN_WORKERS, group={"wool_tags": "hot", "zone": ""}
+)
 
 
 @pytest.fixture
@@ -56,6 +59,14 @@ class TestWrite:
             " INFO wool_idle.autoscaler: decision worker=b:1 verdict=min_workers source_idle=700.0"
         )
 
+    def test_write_text_names_the_group(self, written) -> None:
+        """Given a held decision of a grouped worker, when written as text, then the
+        line ends with its group as label=value pairs in one field."""
+        # Act
+        line = logs.TextFormatter().format(written(GROUPED))
+        # Assert
+        assert line.endswith(" group=wool_tags=hot,zone=")
+
 
 class TestRecord:
     def test_fields_are_the_decisions_json(self) -> None:
@@ -70,6 +81,7 @@ class TestRecord:
                 "verdict": "stop",
                 "confirmed_idle": 601.0,
                 "result": "stopped",
+                "group": {},
             },
             {
                 "time": 1700000000.0,
@@ -78,5 +90,12 @@ class TestRecord:
                 "verdict": "min_workers",
                 "confirmed_idle": None,
                 "result": None,
+                "group": {},
             },
         ]
+
+    def test_fields_carry_the_group(self) -> None:
+        """Given a record of a grouped worker, then /decisions serves its group labels
+        as an object."""
+        # Act / Assert
+        assert GROUPED.fields()["group"] == {"wool_tags": "hot", "zone": ""}

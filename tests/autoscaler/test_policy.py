@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -226,6 +228,129 @@ class TestPlan:
             "odd": Verdict.CONFLICTING,
         }
 
+    def test_plan_floor_holds_per_group(self) -> None:
+        """Given three idle hot workers and one idle cold one, grouped by tag with a
+        floor of 1, when planned, then two hot workers are stopped and one hot and the
+        cold one are held by min_workers: no group is emptied (without groups, the
+        floor of 1 would let every hot worker go)."""
+        # Arrange
+        rule = PolicySettings(max_idle=10.0, min_workers=1, group_by=("wool_tags",))
+        readings = [
+            Reading("h1", 40.0, group=("hot",)),
+            Reading("h2", 30.0, group=("hot",)),
+            Reading("h3", 20.0, group=("hot",)),
+            Reading("c1", 50.0, group=("cold",)),
+        ]
+        # Act
+        result = verdicts(readings, rule=rule)
+        fleet_wide = verdicts([replace(r, group=()) for r in readings], rule=rule)
+        # Assert
+        assert result == {
+            "h1": Verdict.STOP,
+            "h2": Verdict.STOP,
+            "h3": Verdict.MIN_WORKERS,
+            "c1": Verdict.MIN_WORKERS,
+        }
+        assert sorted(w for w, v in fleet_wide.items() if v is Verdict.STOP) == ["c1", "h1", "h2"]
+
+    def test_plan_busy_worker_holds_its_own_group_only(self) -> None:
+        """Given a busy cold worker and an idle hot one, floor 1 per tag, when planned,
+        then the hot worker is held: the busy worker keeps only its own group's floor."""
+        # Arrange
+        rule = PolicySettings(max_idle=10.0, min_workers=1, group_by=("wool_tags",))
+        readings = [Reading("c1", 0.0, group=("cold",)), Reading("h1", 90.0, group=("hot",))]
+        # Act / Assert
+        assert verdicts(readings, rule=rule) == {"h1": Verdict.MIN_WORKERS, "c1": Verdict.BUSY}
+
+    def test_plan_rate_limit_per_group(self) -> None:
+        """Given three idle workers in each of two groups and one stop per cycle, when
+        planned, then each group loses its longest idle worker and no more."""
+        # Arrange
+        rule = PolicySettings(max_idle=1.0, min_workers=0, max_stops_per_cycle=1)
+        readings = [
+            Reading(f"{g}{i}", float(10 * i + 5 + (g == "b")), group=(g,))
+            for g in "ab"
+            for i in range(3)
+        ]
+        # Act
+        result = plan(readings, EMPTY, rule, 0.0)
+        # Assert
+        assert [d.worker for d in result.stops] == ["b2", "a2"]
+        assert sum(d.verdict is Verdict.RATE_LIMIT for d in result.decisions) == 4
+
+    def test_plan_retiring_counts_against_its_group(self) -> None:
+        """Given a hot worker stopped last cycle and still reported up, and two more
+        idle hot workers, floor 1 per group, when planned, then only one more hot
+        worker goes: the retiring one counts as gone for its group."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=1)
+        readings = [Reading(w, 9.0, group=("hot",)) for w in ("a", "b", "c")]
+        state = stopped(plan(readings, EMPTY, rule, 0.0).state, "a", 0.5, rule)
+        # Act
+        result = verdicts(readings, state, rule, now=1.0)
+        # Assert
+        assert result == {"a": Verdict.RETIRING, "b": Verdict.STOP, "c": Verdict.MIN_WORKERS}
+
+    def test_plan_missing_group_label_is_its_own_group(self) -> None:
+        """Given a worker with the empty group value and one tagged, floor 1, when
+        planned, then each is the only worker of its group and is held."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=1, group_by=("wool_tags",))
+        readings = [Reading("a", 9.0, group=("",)), Reading("b", 9.0, group=("hot",))]
+        # Act / Assert
+        assert set(verdicts(readings, rule=rule).values()) == {Verdict.MIN_WORKERS}
+
+    def test_plan_min_age_holds_a_new_worker(self) -> None:
+        """Given min_age 60 s and a worker idle past the rule, when it is first read at
+        t=100, then it is held by min_age at t=100 and t=159.9 and stopped at t=160."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=0, min_age=60.0)
+        state = EMPTY
+        seen = []
+        # Act
+        for now in (100.0, 159.9, 160.0):
+            result = plan([Reading("w", 500.0)], state, rule, now)
+            state = result.state
+            seen.append(result.decisions[0].verdict)
+        # Assert
+        assert seen == [Verdict.MIN_AGE, Verdict.MIN_AGE, Verdict.STOP]
+        assert state.first_seen == {"w": 100.0}
+
+    def test_plan_min_age_restarts_for_a_worker_that_went_missing(self) -> None:
+        """Given min_age 60 s and a worker seen at t=0, when it is missing from the
+        readings at t=30 and back at t=70, then it is new again: held by min_age."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=0, min_age=60.0)
+        state = plan([Reading("w", 500.0)], EMPTY, rule, 0.0).state
+        state = plan([Reading("other", 0.0)], state, rule, 30.0).state
+        # Act
+        result = verdicts([Reading("w", 500.0)], state, rule, now=70.0)
+        # Assert
+        assert result == {"w": Verdict.MIN_AGE}
+
+    def test_plan_min_age_counts_the_held_worker_as_a_candidate(self) -> None:
+        """Given a young idle worker and min_age, when planned, then it is counted
+        among the candidates (idle past the rule, held back by a rule) and never
+        stopped; a young busy worker is just busy."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=0, min_age=60.0)
+        # Act
+        result = plan([Reading("young", 9.0), Reading("busy", 1.0)], EMPTY, rule, 0.0)
+        # Assert
+        assert {d.worker: d.verdict for d in result.decisions} == {
+            "young": Verdict.MIN_AGE,
+            "busy": Verdict.BUSY,
+        }
+        assert result.candidates == 1 and result.stops == ()
+
+    def test_plan_readings_in_two_groups_conflict(self) -> None:
+        """Given two readings of one worker with different groups, when planned, then
+        the worker is conflicting and never stopped."""
+        # Arrange
+        readings = [Reading("w", 90.0, group=("hot",)), Reading("w", 90.0, group=("cold",))]
+        # Act / Assert
+        assert verdicts(readings) == {"w": Verdict.CONFLICTING}
+
     @pytest.mark.parametrize(
         "kwargs",
         [
@@ -235,6 +360,10 @@ class TestPlan:
             {"max_idle": math.inf},
             {"max_idle": 1.0, "wait_count": 0},
             {"max_idle": 1.0, "min_workers": -1},
+            {"max_idle": 1.0, "min_age": -1.0},
+            {"max_idle": 1.0, "min_age": math.inf},
+            {"max_idle": 1.0, "min_age": math.nan},
+            {"max_idle": 1.0, "group_by": ("zone", "zone")},
         ],
     )
     def test_settings_reject_invalid(self, kwargs) -> None:
@@ -329,3 +458,100 @@ class TestPlanProperties:
                 state = after_stop(state, decision.worker, result=outcome, now=now, settings=rule)
                 if failed:
                     consecutive.pop(decision.worker, None)
+
+
+GROUPS = [("hot", "a"), ("hot", "b"), ("cold", "a"), ("", "")]
+WORKERS = [f"w{i}" for i in range(10)]
+STEPS = [0.5, 4.5, 5.0, 10.0, 20.0, 24.5, 25.0]
+"""Seconds between cycles: sums land just under and at the min_age values."""
+
+
+@st.composite
+def grouped_readings(draw: st.DrawFn) -> list[Reading]:
+    """One cycle's readings: mostly one per worker, mostly up and idle past small
+    thresholds, with now and then a conflicting reading or a duplicate (equal, or
+    in another group)."""
+    readings = draw(
+        st.lists(
+            st.builds(
+                Reading,
+                worker=st.sampled_from(WORKERS),
+                idle=st.one_of(st.floats(0, 1000), st.none()),
+                up=st.sampled_from([True, True, True, False]),
+                age=st.floats(0, 20),
+                conflicting=st.sampled_from([False] * 9 + [True]),
+                group=st.sampled_from(GROUPS),
+            ),
+            unique_by=lambda r: r.worker,
+            max_size=len(WORKERS),
+        )
+    )
+    if readings:
+        echoes = draw(st.lists(st.sampled_from(readings), max_size=2))
+        groups = draw(st.lists(st.sampled_from(GROUPS), min_size=len(echoes)))
+        readings += [replace(r, group=g) for r, g in zip(echoes, groups, strict=False)]
+    return draw(st.permutations(readings))
+
+
+grouped_settings = st.builds(
+    PolicySettings,
+    max_idle=st.floats(0.001, 200),
+    wait_count=st.integers(1, 2),
+    min_workers=st.integers(0, 3),
+    max_stops_per_cycle=st.integers(0, 4),
+    cooldown=st.floats(0, 50),
+    max_staleness=st.floats(10, 100),
+    min_age=st.sampled_from([0.0, 5.0, 25.0]),
+    group_by=st.just(("tag", "zone")),
+)
+
+
+class TestGroupProperties:
+    @given(
+        history=st.lists(
+            st.tuples(st.sampled_from(STEPS), grouped_readings()), min_size=1, max_size=6
+        ),
+        rule=grouped_settings,
+        failures=st.sets(st.sampled_from(WORKERS)),
+    )
+    @settings(max_examples=300, deadline=None)
+    def test_plan_group_invariants(self, history, rule, failures) -> None:
+        """Given workers in groups read over several cycles (duplicates, conflicts,
+        workers coming and going), any settings and failed stops, when planned cycle
+        by cycle, then in every plan the floor holds per group, no group loses more
+        than the rate limit, and no worker first seen less than min_age ago is stopped."""
+        state, now = PolicyState(), 0.0
+        first_seen: dict[str, float] = {}
+        for step, readings in history:
+            now += step
+            # Arrange
+            first: dict[str, Reading] = {}
+            for reading in readings:
+                first.setdefault(reading.worker, reading)
+            first_seen = {w: first_seen.get(w, now) for w in first}
+            trusted = {
+                w
+                for w, r in first.items()
+                if not r.conflicting and all(o == r for o in readings if o.worker == w)
+            }
+            up = Counter(first[w].group for w in trusted if first[w].up)
+            retiring = Counter(
+                first[w].group
+                for w, since in state.retiring.items()
+                if w in first and first[w].up and now - since < RETIRING_TTL
+            )
+            # Act
+            result = plan(readings, state, rule, now)
+            # Assert
+            stops = Counter(first[d.worker].group for d in result.stops)
+            for group, count in stops.items():
+                assert count <= rule.max_stops_per_cycle
+                assert up[group] - retiring[group] - count >= rule.min_workers
+            for decision in result.stops:
+                assert now - first_seen[decision.worker] >= rule.min_age
+                assert decision.group == first[decision.worker].group
+            state = result.state
+            for decision in result.stops:
+                failed = decision.worker in failures
+                outcome = StopResult.FAILED if failed else StopResult.STOPPED
+                state = after_stop(state, decision.worker, result=outcome, now=now, settings=rule)

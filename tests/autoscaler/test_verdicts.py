@@ -44,6 +44,7 @@ class TestVocabulary:
         # Assert
         assert blocking == {
             "cooldown",
+            "min_age",
             "min_workers",
             "rate_limit",
             "invalid_value",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -45,6 +47,7 @@ class TestDashboard:
             "wool_autoscaler_blocked_total",
             "wool_exporter_scrape_duration_seconds",
             "wool_worker_probe_duration_seconds",
+            "wool_autoscaler_retired_timestamp_seconds",
         ):
             assert needle in exprs, needle
 
@@ -53,3 +56,87 @@ class TestDashboard:
         document = yaml.safe_load((DASHBOARD.parent / "provisioning.yml").read_text())
         assert document["apiVersion"] == 1
         assert document["providers"][0]["type"] == "file"
+
+
+def panel_expr(title: str, ref: str = "A") -> str:
+    """A panel's query with the worker variable set to every worker."""
+    panel = next(p for p in dashboard()["panels"] if p["title"] == title)
+    target = next(t for t in panel["targets"] if t["refId"] == ref)
+    return str(target["expr"]).replace("$worker", ".*")
+
+
+def promtool_test(directory: Path, input_series: list[dict], exprs: list[dict]) -> str:
+    """Run promtool's unit test of ``exprs`` over ``input_series``; its output if it
+    failed, else ''."""
+    binary = shutil.which("promtool")
+    assert binary, "Debian's prometheus package is required (scripts/ensure-prometheus)"
+    (directory / "none.yml").write_text("groups: []\n")
+    test = {
+        "rule_files": ["none.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": input_series, "promql_expr_test": exprs}],
+    }
+    (directory / "test.yml").write_text(yaml.safe_dump(test))
+    done = subprocess.run(
+        [binary, "test", "rules", "test.yml"], capture_output=True, text=True, cwd=directory
+    )
+    return "" if done.returncode == 0 else done.stdout + done.stderr
+
+
+FLEET = [
+    {"series": 'wool_worker_up{worker="u:1",job="wool-idle"}', "values": "1x10"},
+    {"series": 'wool_worker_up{worker="d:1",job="wool-idle"}', "values": "0x10"},
+    {"series": 'wool_worker_up{worker="r:1",job="wool-idle"}', "values": "0x10"},
+    {
+        "series": 'wool_autoscaler_retired_timestamp_seconds{worker="r:1",wool_tags="hot"}',
+        "values": "60x10",
+    },
+    {"series": 'wool_autoscaler_retired_timestamp_seconds{worker="x:1"}', "values": "60x10"},
+]
+"""Up, down, retired (still listed, down), and retired and no longer listed."""
+
+
+class TestRetiredPanels:
+    def test_worker_status_shows_retired_not_down(self, tmp_path: Path) -> None:
+        """Given an up worker, a down one, a retired one the exporter still lists as
+        down and a retired one no longer listed, when the shipped 'Worker status' query
+        runs in promtool, then they are 1 (up), 0 (down), 2 (retired), 2 (retired),
+        which the panel's value mappings name."""
+        # Arrange
+        expected = {"u:1": 1, "d:1": 0, "r:1": 2, "x:1": 2}
+        samples = [{"labels": f'{{worker="{w}"}}', "value": v} for w, v in expected.items()]
+        mappings = next(p for p in dashboard()["panels"] if p["title"] == "Worker status")[
+            "fieldConfig"
+        ]["defaults"]["mappings"][0]["options"]
+        # Act
+        failure = promtool_test(
+            tmp_path,
+            FLEET,
+            [{"expr": panel_expr("Worker status"), "eval_time": "5m", "exp_samples": samples}],
+        )
+        # Assert
+        assert failure == ""
+        assert {k: v["text"] for k, v in mappings.items()} == {
+            "0": "down",
+            "1": "up",
+            "2": "retired",
+        }
+
+    def test_counts_tell_down_from_retired(self, tmp_path: Path) -> None:
+        """Given the same fleet, when the shipped counts of down and retired workers
+        run, then one worker is down and two are retired."""
+        # Act
+        failure = promtool_test(
+            tmp_path,
+            FLEET,
+            [
+                {
+                    "expr": panel_expr("Workers up / down / retired", ref),
+                    "eval_time": "5m",
+                    "exp_samples": [{"labels": "{}", "value": count}],
+                }
+                for ref, count in (("C", 1), ("D", 2))
+            ],
+        )
+        # Assert
+        assert failure == ""

@@ -9,11 +9,14 @@ import re
 import time
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 from support.fleet import ExporterProcess, Fleet
 from support.processes import spawn_cli
 from support.prometheus import PrometheusServer, free_port
+
+from wool_idle.autoscaler.sources import PrometheusSource, Selector, parse_exposition
 
 pytestmark = pytest.mark.e2e
 
@@ -141,3 +144,172 @@ class TestEndToEnd:
                 assert series, f"no series for {expr}"
         stopped = prometheus.query('wool_autoscaler_stops_total{result="stopped"}')
         assert stopped and float(stopped[0]["value"][1]) == 2
+
+
+def rules_with_short_for(alert: str, duration: str) -> tuple[str, str]:
+    """alerts.yml with ``alert``'s `for` shortened for a test, and its (shipped) expr."""
+    document = yaml.safe_load(ALERTS.read_text())
+    rule = next(r for g in document["groups"] for r in g["rules"] if r["alert"] == alert)
+    rule["for"] = duration
+    return yaml.safe_dump(document), rule["expr"]
+
+
+def panel_query(title: str) -> str:
+    """The dashboard panel's first query, for every worker."""
+    panel = next(p for p in json.loads(DASHBOARD.read_text())["panels"] if p["title"] == title)
+    return str(panel["targets"][0]["expr"]).replace("$worker", ".*")
+
+
+def scrape_config(**jobs: str) -> dict:
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "rule_files": ["alerts.yml"],
+        "scrape_configs": [
+            {"job_name": job, "static_configs": [{"targets": [target]}]}
+            for job, target in jobs.items()
+        ],
+    }
+
+
+class TestRetiredIsNotDown:
+    async def test_retired_worker_shown_retired_and_not_alerted(self, tmp_path: Path) -> None:
+        """Given two idle workers behind the exporter (static targets: both stay
+        listed), Prometheus with the shipped rules (WoolWorkerDown's `for` shortened,
+        its expression as shipped) scraping the exporter and the autoscaler, when the
+        autoscaler retires one worker and the other is killed without retirement, then
+        WoolWorkerDown fires for the killed worker and never for the retired one, and
+        the dashboard's status shows them down (0) and retired (2)."""
+        # Arrange
+        fleet = Fleet()
+        retiring, killed = await fleet.start(2)
+        exporter = ExporterProcess([retiring, killed])
+        exporter.start()
+        autoscaler_port = free_port()
+        rules, expr = rules_with_short_for("WoolWorkerDown", "5s")
+        prometheus = PrometheusServer(
+            tmp_path,
+            scrape_config(
+                **{"wool-idle": exporter.listen, "autoscaler": f"127.0.0.1:{autoscaler_port}"}
+            ),
+            {"alerts.yml": rules},
+        )
+        prometheus.start()
+        autoscaler = spawn_cli(
+            [
+                "autoscaler",
+                "--metrics-url",
+                exporter.url,
+                "--selector",
+                f"worker={retiring}",
+                "--max-idle",
+                "1s",
+                "--min-workers",
+                "0",
+                "--interval",
+                "1s",
+                "--grace",
+                "1s",
+                "--listen",
+                f"127.0.0.1:{autoscaler_port}",
+            ]
+        )
+        fired: set[str] = set()
+        try:
+            assert autoscaler.stdout is not None and autoscaler.stdout.readline()
+            await fleet.workers[1].kill()
+            # Act
+            deadline = time.monotonic() + 90
+            while killed not in fired and time.monotonic() < deadline:
+                fired |= prometheus.firing("WoolWorkerDown")
+                await asyncio.sleep(0.25)
+            for _ in range(20):  # 5 s more: the retired worker must never fire
+                fired |= prometheus.firing("WoolWorkerDown")
+                await asyncio.sleep(0.25)
+            status = {
+                s["metric"]["worker"]: float(s["value"][1])
+                for s in prometheus.query(panel_query("Worker status"))
+            }
+            up = {
+                s["metric"]["worker"]: float(s["value"][1])
+                for s in prometheus.query("wool_worker_up")
+            }
+            exit_code = await fleet.wait_exit(retiring, timeout=10)
+        finally:
+            autoscaler.terminate()
+            autoscaler.wait(timeout=30)
+            prometheus.stop()
+            exporter.stop()
+            await fleet.close()
+        # Assert
+        assert exit_code == 0
+        assert up == {retiring: 0.0, killed: 0.0}
+        assert fired == {killed}
+        assert status == {retiring: 2.0, killed: 0.0}
+        assert "wool_autoscaler_retired_timestamp_seconds" in expr  # the shipped rule
+
+
+class TestSelectorsAndGroupsInPrometheus:
+    async def test_prometheus_selects_and_groups_as_the_exporter_text(self, tmp_path: Path) -> None:
+        """Given workers labelled hot, cold or not at all by a targets file, scraped by
+        a real Prometheus, when each kind of selector and a group-by are applied by the
+        Prometheus source (PromQL matchers) and to the exporter's own text (Python
+        matching), then both select the same workers in the same groups."""
+        # Arrange
+        fleet = Fleet()
+        hot, cold, bare = await fleet.start(3)
+        targets = [
+            {"targets": [hot], "labels": {"wool_tags": "hot", "zone": "eu"}},
+            {"targets": [cold], "labels": {"wool_tags": "cold,gpu"}},
+            {"targets": [bare], "labels": {}},
+        ]
+        (tmp_path / "targets.yml").write_text(yaml.safe_dump(targets))
+        exporter = spawn_cli(
+            ["exporter", "--listen", "127.0.0.1:0", "--targets-file", str(tmp_path / "targets.yml")]
+        )
+        url = exporter.stdout.readline().strip()
+        listen = url.removeprefix("http://").removesuffix("/metrics")
+        config = {**scrape_config(**{"wool-idle": listen}), "rule_files": []}
+        prometheus = PrometheusServer(tmp_path, config, {})
+        selectors = [
+            [],
+            ["wool_tags=hot"],
+            ["wool_tags="],
+            ["wool_tags!=hot"],
+            ["wool_tags=~h.t|cold"],
+            ["wool_tags!~.*o.*"],
+            ["wool_tags=~.+", "zone!=eu"],
+            ["zone=~(?i)EU"],
+            ["wool_tags=~cold\\x2cgpu"],
+        ]
+        group_by = ("wool_tags", "zone")
+        try:
+            prometheus.start()
+            deadline = time.monotonic() + 60
+            while len(prometheus.query("wool_worker_up")) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.25)
+            async with aiohttp.ClientSession() as session:
+                # Act
+                seen = []
+                for texts in selectors:
+                    chosen = [Selector.parse(t) for t in texts]
+                    source = PrometheusSource(session, prometheus.url, chosen, None, 5.0, group_by)
+                    from_prometheus = await source.read()
+                    async with session.get(url) as response:
+                        text = await response.text()
+                    from_text = parse_exposition(text, chosen, group_by)
+                    seen.append((texts, groups_of(from_prometheus), groups_of(from_text)))
+        finally:
+            prometheus.stop()
+            exporter.terminate()
+            exporter.wait(timeout=30)
+            await fleet.close()
+        # Assert
+        for texts, via_promql, via_python in seen:
+            assert via_promql == via_python, texts
+        assert seen[0][1] == {hot: ("hot", "eu"), cold: ("cold,gpu", ""), bare: ("", "")}
+        assert set(seen[4][1]) == {hot} and set(seen[5][1]) == {bare}
+        assert set(seen[8][1]) == {cold}
+
+
+def groups_of(readings: list) -> dict[str, tuple[str, ...]]:
+    return {r.worker: r.group for r in readings}

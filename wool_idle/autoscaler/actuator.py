@@ -3,8 +3,12 @@
 Safety, in order: the worker's own ``idle`` RPC must confirm the threshold;
 then a conditional stop ("only if idle for at least max_idle") that our worker
 refuses atomically if work arrived, with a grace so in-flight work finishes.
-Whatever goes wrong with one worker is that worker's result, never the
-cycle's: every exception but cancellation becomes ``failed``.
+A worker whose idle reply does not say it honours the conditional stop (a
+wool worker) stops unconditionally: a task arriving between the confirmation
+and the stop drains for the grace, so with a grace of 0 no stop is sent at
+all (``unconditional_grace_zero``), and with any other grace the log says
+the window is open. Whatever goes wrong with one worker is that worker's
+result, never the cycle's: every exception but cancellation becomes ``failed``.
 """
 
 from __future__ import annotations
@@ -77,16 +81,30 @@ class WorkerActuator:
 
     async def _confirm_and_stop(self, connection: WorkerConnection, worker: str) -> StopAttempt:
         try:
-            idle = await connection.idle_time(timeout=self.settings.rpc_timeout)
+            report = await connection.idle_report(timeout=self.settings.rpc_timeout)
         except TransientRpcError:
             return StopAttempt(StopResult.UNREACHABLE)
         except Exception as error:  # IdleUnavailable, RpcError, a reply that does not decode
             return _failed(worker, "idle", error, None)
+        idle, grace = report.seconds, self.settings.grace
         if not (valid_idle(idle) and idle >= self.max_idle):
             return StopAttempt(StopResult.REFUSED_BUSY, idle)
+        if not report.conditional_stop and grace == 0:
+            log.warning(
+                "worker %s ignores the conditional stop: no stop with grace 0s, a task "
+                "arriving before it would be cancelled",
+                worker,
+            )
+            return StopAttempt(StopResult.UNCONDITIONAL_GRACE_ZERO, idle)
         if self.dry_run:
             return StopAttempt(StopResult.DRY_RUN, idle)
-        grace = self.settings.grace
+        if not report.conditional_stop:
+            log.info(
+                "worker %s ignores the conditional stop: the window is open, a task "
+                "arriving before the stop drains for grace %s",
+                worker,
+                "without limit" if grace < 0 else f"{grace:g}s",
+            )
         try:
             if self.before_stop is not None:
                 await self.before_stop(worker)

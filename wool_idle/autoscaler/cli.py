@@ -23,6 +23,7 @@ from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
 from wool_idle.cli.serve import serve_until_signal
 from wool_idle.cli.tls_flags import add_client_tls_flags, client_tls
 from wool_idle.cli.values import (
+    DISCOVERY,
     DURATION,
     GRACE,
     POSITIVE_DURATION,
@@ -32,6 +33,9 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
+from wool_idle.contract import LABEL_NAME, RETIRED_TIMESTAMP
+from wool_idle.discovery.drop import Dropper
+from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.client_config import HttpClientConfig
 from wool_idle.web.client_session import http_session
 from wool_idle.web.config import WebConfig
@@ -42,6 +46,17 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 EXIT_SOURCE_FAILED: Final = 1
 SELECTOR: Final = Value("LABEL=VALUE", Selector.parse, str)
+"""A label matcher: ``label=value``, ``label!=value``, ``label=~regex``, ``label!~regex``."""
+
+
+def _label_name(text: str) -> str:
+    if not LABEL_NAME.match(text) or text.startswith("__"):
+        raise ValueError(f"invalid label name {text!r}")
+    return text
+
+
+LABEL: Final = Value("LABEL", _label_name)
+"""A label name that is not reserved (``__...``)."""
 
 
 def register(root: Parser) -> None:
@@ -56,15 +71,38 @@ def register(root: Parser) -> None:
     source.add("--metrics-url", URL, "an exporter's /metrics")
     source.add("--prometheus-url", URL, "a Prometheus server's base URL (its HTTP API is queried)")
     parser.mutually_exclusive("--metrics-url", "--prometheus-url")
-    source.add("--selector", SELECTOR, "only workers whose series carry it", repeatable=True)
+    source.add(
+        "--selector",
+        SELECTOR,
+        "only workers whose series match it: label=value, label!=value, label=~regex or "
+        "label!~regex (Prometheus semantics: RE2 regex matching the whole value; a missing "
+        "label is the empty value; a comma separates selectors, so write one in a value as "
+        "\\x2c in a regex: wool_tags=~gpu\\x2chot)",
+        repeatable=True,
+    )
     source.add("--alert", TEXT, "with --prometheus-url: only workers whose alert fires")
     source.add("--source-timeout", POSITIVE_DURATION, "deadline of one read of the source")
     add_http_client_flags(source)
     policy = parser.section("policy", "which workers are retired")
     policy.add("--max-idle", POSITIVE_DURATION, "retire workers idle at least this long")
     policy.add("--wait-count", whole_number(1), "cycles in a row a worker must be idle past it")
-    policy.add("--min-workers", whole_number(0), "never fewer up workers (0: scale to zero)")
-    policy.add("--max-stops-per-cycle", whole_number(1), "stops per cycle at most")
+    policy.add(
+        "--min-workers", whole_number(0), "never fewer up workers per group (0: scale to zero)"
+    )
+    policy.add("--max-stops-per-cycle", whole_number(1), "stops per cycle and group at most")
+    policy.add(
+        "--group-by",
+        LABEL,
+        "hold --min-workers and --max-stops-per-cycle per group: the workers with the same "
+        "values of these labels (a missing label is the empty value)",
+        repeatable=True,
+    )
+    policy.add(
+        "--min-age",
+        DURATION,
+        "never stop a worker this autoscaler first saw less than this ago (after a restart "
+        "every worker is new again)",
+    )
     policy.add("--cooldown", DURATION, "how long a worker that refused a stop is left alone")
     policy.add("--max-staleness", POSITIVE_DURATION, "ignore idle samples older than this")
     policy.add("--dry-run", None, "decide and report, but stop no one")
@@ -72,6 +110,14 @@ def register(root: Parser) -> None:
     stop.add("--grace", GRACE, "how long it drains in-flight tasks ('forever'; 0 cancels)")
     stop.add("--rpc-timeout", POSITIVE_DURATION, "deadline of the confirming idle RPC")
     add_client_tls_flags(parser)
+    wool = parser.section("wool", "the wool discovery of the stopped workers")
+    wool.add(
+        "--wool-discovery",
+        DISCOVERY,
+        "after each accepted stop, publish worker-dropped in this namespace (local: only; "
+        "lan: has no drop from another process)",
+        repeatable=True,
+    )
     cycles = parser.section("cycles")
     cycles.add("--interval", POSITIVE_DURATION, "time between cycles")
     cycles.add("--once", None, "run one cycle and exit (1 if the source failed)")
@@ -88,11 +134,26 @@ def run(args: argparse.Namespace) -> int:
         parser.error("argument --alert: needs --prometheus-url")
     action = settings_from(args, ActionSettings, tls=client_tls(parser, args))
     web = web_config(parser, args)
-    configure_logging(args)
+    if len(set(args.group_by)) != len(args.group_by):
+        parser.error(f"argument --group-by: a label named twice in {','.join(args.group_by)}")
     policy = settings_from(args, PolicySettings)
-    return asyncio.run(
-        _main(settings_from(args, DaemonSettings), source, http, policy, action, web)
-    )
+    daemon = settings_from(args, DaemonSettings)
+    if _local_namespaces(daemon.wool_discovery) and not _wool_installed():
+        parser.error("argument --wool-discovery: local: needs the wool package (extra 'wool')")
+    configure_logging(args)
+    return asyncio.run(_main(daemon, source, http, policy, action, web))
+
+
+def _wool_installed() -> bool:
+    try:
+        import wool  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _local_namespaces(specs: tuple[DiscoverySpec, ...]) -> list[str]:
+    return [s.namespace for s in specs if s.kind is DiscoveryKind.LOCAL]
 
 
 def _source_and_client(
@@ -127,13 +188,29 @@ class FirstRead:
         return None if self.succeeded else "no successful read of the source yet"
 
 
-def _source(settings: SourceSettings, session: aiohttp.ClientSession) -> Source:
+def _source(
+    settings: SourceSettings, session: aiohttp.ClientSession, group_by: tuple[str, ...]
+) -> Source:
     selectors, timeout = settings.selector, settings.source_timeout
     if settings.prometheus_url:
         return PrometheusSource(
-            session, settings.prometheus_url, selectors, settings.alert, timeout
+            session, settings.prometheus_url, selectors, settings.alert, timeout, group_by
         )
-    return ExporterSource(session, settings.metrics_url, selectors, timeout)
+    return ExporterSource(session, settings.metrics_url, selectors, timeout, group_by)
+
+
+def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
+    """The drops to publish; LAN namespaces are logged as having none."""
+    for spec in specs:
+        if spec.kind is DiscoveryKind.LAN:
+            log.info(
+                "%s: LAN discovery has no drop from another process; stopped workers are "
+                "shown by %s only",
+                spec,
+                RETIRED_TIMESTAMP,
+            )
+    namespaces = _local_namespaces(specs)
+    return Dropper(namespaces) if namespaces else None
 
 
 async def _main(
@@ -148,9 +225,13 @@ async def _main(
     register_build_info(registry)
     origin = source.prometheus_url or source.metrics_url
     async with http_session(http, origin=origin) as session:
-        watched = FirstRead(_source(source, session))
+        watched = FirstRead(_source(source, session, policy.group_by))
         autoscaler = Autoscaler(
-            source=watched, policy=policy, action=action, metrics=AutoscalerMetrics(registry)
+            source=watched,
+            policy=policy,
+            action=action,
+            metrics=AutoscalerMetrics(registry, group_by=policy.group_by),
+            dropper=_dropper(daemon.wool_discovery),
         )
         if daemon.once:
             return 0 if await autoscaler.cycle() else EXIT_SOURCE_FAILED

@@ -2,8 +2,11 @@
 
 A cycle reads the source (a ``SourceError`` stops no one), asks the planner
 for every worker's decision, counts and logs them, then hands each planned
-stop to the actuator and tells the planner what came of it. The daemon only
-orchestrates: the policy selects, the actuator confirms and stops.
+stop to the actuator and tells the planner what came of it. A worker stopped
+is marked retired (``retired``) and, given a ``dropper``, its drop published
+in wool's discovery; a drop that fails is counted and logged, never undoes
+the stop. The daemon only orchestrates: the policy selects, the actuator
+confirms and stops.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from wool_idle.autoscaler.actuator import (
 from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner, PolicyPlanner
-from wool_idle.autoscaler.policy import Decision, PolicySettings
+from wool_idle.autoscaler.policy import Decision, Plan, PolicySettings, Reading
 from wool_idle.autoscaler.sources import Source, SourceError
-from wool_idle.autoscaler.verdicts import Verdict
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.discovery.drop import Dropper
 
 __all__ = ["ActionSettings", "Autoscaler", "BeforeStop"]
 
@@ -44,6 +48,7 @@ class Autoscaler:
     action: ActionSettings
     metrics: AutoscalerMetrics
     before_stop: BeforeStop | None = None
+    dropper: Dropper | None = None
     records: deque[Record] = field(default_factory=lambda: deque(maxlen=DECISION_LOG_SIZE))
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     planner: Planner = field(init=False)
@@ -79,6 +84,7 @@ class Autoscaler:
             return False
         self.metrics.source_up.set(1)
         plan = self.planner.plan(readings, time.monotonic())
+        self._forget_replaced(readings, plan)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:
             self._note_unacted(decision)
@@ -93,15 +99,40 @@ class Autoscaler:
         """Count and log a decision that is not acted on."""
         if decision.verdict.blocks:
             self.metrics.blocked.labels(decision.verdict.value).inc()
-            self._log_decision(_as_record(decision, None))
+            self._log_decision(self._record(decision, None))
         elif decision.verdict is not Verdict.STOP and log.isEnabledFor(logging.DEBUG):
-            decision_log.write(_as_record(decision, None), logging.DEBUG)
+            decision_log.write(self._record(decision, None), logging.DEBUG)
+
+    def _forget_replaced(self, readings: list[Reading], plan: Plan) -> None:
+        """End the retired mark of each worker up again and no longer retiring: a new
+        worker answers at its address."""
+        retired, retiring = self.metrics.retired, plan.state.retiring
+        if not retired:
+            return
+        for reading in readings:
+            if reading.up and not reading.conflicting and reading.worker not in retiring:
+                retired.forget(reading.worker)
 
     async def _act(self, decision: Decision) -> None:
         attempt = await self.actuator.retire(decision)
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         self.metrics.stops.labels(attempt.result.value).inc()
-        self._log_decision(_as_record(decision, attempt))
+        record = self._record(decision, attempt)
+        self._log_decision(record)
+        if attempt.result is StopResult.STOPPED:
+            self.metrics.retired.mark(decision.worker, record.group)
+            if self.dropper is not None:
+                dropped = await self.dropper.drop(decision.worker)
+                self.metrics.drops.labels(dropped.value).inc()
+
+    def _record(self, decision: Decision, attempt: StopAttempt | None) -> Record:
+        """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
+        group = dict(zip(self.policy.group_by, decision.group, strict=False))
+        confirmed = None if attempt is None else attempt.confirmed_idle
+        result = None if attempt is None else attempt.result
+        return Record(
+            time.time(), decision.worker, decision.idle, decision.verdict, confirmed, result, group
+        )
 
     def _log_decision(self, record: Record) -> None:
         """Add ``record`` to the decision log and write it."""
@@ -121,17 +152,3 @@ class Autoscaler:
                 log.exception("cycle failed, stopping no one more this cycle")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), interval)
-
-
-def _as_record(decision: Decision, attempt: StopAttempt | None) -> Record:
-    """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
-    if attempt is None:
-        return Record(time.time(), decision.worker, decision.idle, decision.verdict)
-    return Record(
-        time.time(),
-        decision.worker,
-        decision.idle,
-        decision.verdict,
-        attempt.confirmed_idle,
-        attempt.result,
-    )

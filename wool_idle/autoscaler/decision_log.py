@@ -8,7 +8,8 @@ keys; text logs append them as ``key=value``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
@@ -21,7 +22,8 @@ DECISION_LOG_SIZE: Final = 1000
 
 @dataclass(frozen=True)
 class Record:
-    """One decision: the verdict on a worker and, if a stop was tried, its result."""
+    """One decision: the verdict on a worker and, if a stop was tried, its result;
+    ``group`` is the worker's ``--group-by`` labels."""
 
     time: float
     worker: str
@@ -29,6 +31,7 @@ class Record:
     verdict: Verdict
     confirmed_idle: float | None = None
     result: StopResult | None = None
+    group: Mapping[str, str] = field(default_factory=dict)
 
     def fields(self) -> dict[str, object]:
         """The record as JSON-ready fields, as ``/decisions`` serves it."""
@@ -39,6 +42,7 @@ class Record:
             "verdict": self.verdict.value,
             "confirmed_idle": self.confirmed_idle,
             "result": None if self.result is None else self.result.value,
+            "group": dict(self.group),
         }
 
 
@@ -52,4 +56,6 @@ def write(record: Record, level: int = logging.INFO) -> None:
     if record.result is not None:
         fields["confirmed_idle"] = record.confirmed_idle
         fields["result"] = record.result.value
+    if record.group:
+        fields["group"] = ",".join(f"{name}={value}" for name, value in record.group.items())
     log.log(level, "decision", extra=fields)

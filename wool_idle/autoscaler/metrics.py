@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from wool_idle.autoscaler.retired import RetiredWorkers
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.discovery.drop import DropResult
 
 
 class AutoscalerMetrics:
     """``wool_autoscaler_*`` series; every label value exists from the start (at 0).
 
     ``stops_total{result}`` counts each stop tried once, by ``StopResult``;
-    ``blocked_total{reason}`` counts each decision whose ``Verdict`` blocks.
+    ``blocked_total{reason}`` counts each decision whose ``Verdict`` blocks;
+    ``drops_total{result}`` each drop published (or not) for a stopped worker, by
+    ``DropResult``; ``retired_timestamp_seconds{worker,<group_by>}`` shows the
+    workers stopped (``retired``).
     """
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, *, group_by: Sequence[str] = ()) -> None:
         self.stops = Counter(
             "wool_autoscaler_stops", "Stops attempted, by result.", ["result"], registry=registry
         )
@@ -44,8 +51,18 @@ class AutoscalerMetrics:
             "Unix time at which the last cycle ended.",
             registry=registry,
         )
+        self.drops = Counter(
+            "wool_autoscaler_drops",
+            "worker-dropped publications for stopped workers (--wool-discovery local:), by result.",
+            ["result"],
+            registry=registry,
+        )
+        self.retired = RetiredWorkers(group_by)
+        registry.register(self.retired)
         for result in StopResult:
             self.stops.labels(result.value)
+        for drop in DropResult:
+            self.drops.labels(drop.value)
         for verdict in Verdict:
             if verdict.blocks:
                 self.blocked.labels(verdict.value)

@@ -2,16 +2,22 @@
 
 A worker is a candidate when, on ``wait_count`` consecutive cycles, its reading is a
 fresh, finite idle value >= ``max_idle``, it is up, supports idle, and (where
-an alert gates retirement) its alert fires. Candidates not cooling down and
-not already retiring are then taken longest idle first, never more than
-``max_stops_per_cycle`` and never taking the fleet below ``min_workers`` up
-workers (workers already retiring count as gone). Whatever is unknown or
-contradictory counts against stopping.
+an alert gates retirement) its alert fires. Candidates not cooling down, not
+already retiring and first seen at least ``min_age`` ago are then taken
+longest idle first, never more than ``max_stops_per_cycle`` per group and
+never taking a group below ``min_workers`` up workers (workers already
+retiring count as gone). Whatever is unknown or contradictory counts against
+stopping.
+
+Groups: a reading's ``group`` is the values of the ``group_by`` labels of its
+series (a missing label is the empty value). Without ``group_by`` every worker
+is in the one empty group, so the floor and the rate limit hold fleet-wide.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Final
@@ -31,7 +37,8 @@ class Reading:
 
     ``idle`` is None when the source had no usable value; ``age`` is how old
     the value is in seconds (``math.inf`` when unknown); ``conflicting`` is
-    True when duplicate series of the worker disagreed.
+    True when duplicate series of the worker disagreed (in value or group);
+    ``group`` is the values of the ``group_by`` labels, in their order.
     """
 
     worker: str
@@ -42,12 +49,15 @@ class Reading:
     age: float = 0.0
     alerting: bool = True
     conflicting: bool = False
+    group: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class PolicySettings:
     """The rule. Durations in seconds. ``dry_run`` is read by the actuator: it
-    confirms but sends no stop."""
+    confirms but sends no stop. ``group_by`` names the labels whose values make a
+    worker's group (the sources keep them on each reading); ``min_workers`` and
+    ``max_stops_per_cycle`` hold per group."""
 
     max_idle: float
     wait_count: int = 1
@@ -55,6 +65,8 @@ class PolicySettings:
     max_stops_per_cycle: int = DEFAULT_MAX_STOPS_PER_CYCLE
     cooldown: float = 300.0
     max_staleness: float = 60.0
+    min_age: float = 0.0
+    group_by: tuple[str, ...] = ()
     dry_run: bool = False
 
     def __post_init__(self) -> None:
@@ -62,6 +74,10 @@ class PolicySettings:
             raise ValueError("max_idle must be a finite number > 0")
         if self.wait_count < 1 or self.min_workers < 0 or self.max_stops_per_cycle < 0:
             raise ValueError("wait_count >= 1, min_workers >= 0, max_stops_per_cycle >= 0")
+        if not (math.isfinite(self.min_age) and self.min_age >= 0):
+            raise ValueError("min_age must be a finite number >= 0")
+        if len(set(self.group_by)) != len(self.group_by):
+            raise ValueError("group_by names a label twice")
 
 
 @dataclass(frozen=True)
@@ -72,22 +88,27 @@ class PolicyState:
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
     retiring: Mapping[str, float] = field(default_factory=dict)
     """Workers a stop was sent to, and when; they count as gone for the floor."""
+    first_seen: Mapping[str, float] = field(default_factory=dict)
+    """When each worker of the last cycle was first read (a worker missing from a
+    cycle is forgotten, and new again when it comes back); kept only with a
+    ``min_age``."""
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The verdict on one worker, with the idle value it was based on."""
+    """The verdict on one worker, with the idle value it was based on and its group."""
 
     worker: str
     idle: float | None
     verdict: Verdict
+    group: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Plan:
     """One cycle's decisions (one per worker), the state for the next cycle, and
     how many workers were candidates (idle past the rule, stopped or held back by
-    a rule: ``stop``, ``cooldown``, ``min_workers``, ``rate_limit``)."""
+    a rule: ``stop``, ``cooldown``, ``min_age``, ``min_workers``, ``rate_limit``)."""
 
     decisions: tuple[Decision, ...]
     state: PolicyState
@@ -142,8 +163,10 @@ def plan(
         if w in latest and latest[w].up and now - since < RETIRING_TTL
     }
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
+    seen = state.first_seen
+    first_seen = {w: seen.get(w, now) for w in latest} if settings.min_age else {}
     verdicts: dict[str, Verdict] = {}
-    ranked = []
+    ranked, held = [], 0
     for worker, disqualifier in disqualified.items():
         if disqualifier is not None:
             verdicts[worker] = disqualifier
@@ -152,25 +175,50 @@ def plan(
         elif streaks[worker] < settings.wait_count:
             verdicts[worker] = Verdict.WAITING
         elif worker in cooldowns:
-            verdicts[worker] = Verdict.COOLDOWN
+            verdicts[worker], held = Verdict.COOLDOWN, held + 1
+        elif first_seen and now - first_seen[worker] < settings.min_age:
+            verdicts[worker], held = Verdict.MIN_AGE, held + 1
         else:
             ranked.append(latest[worker])
-    up = sum(r.up and not r.conflicting for r in latest.values())
-    room = max(0, up - len(retiring) - settings.min_workers)
     ranked.sort(key=lambda r: (-(r.idle or 0.0), r.worker))
-    for rank, reading in enumerate(ranked):
-        if rank >= room:
+    _take(ranked, _room(latest, retiring, settings), settings, verdicts)
+    chosen = {r.worker for r in ranked}
+    in_order = ranked + [r for w, r in latest.items() if w not in chosen]
+    decisions = tuple(Decision(r.worker, r.idle, verdicts[r.worker], r.group) for r in in_order)
+    next_state = PolicyState(streaks, cooldowns, retiring, first_seen)
+    return Plan(decisions, next_state, len(ranked) + held)
+
+
+def _room(
+    latest: Mapping[str, Reading], retiring: Mapping[str, float], settings: PolicySettings
+) -> dict[tuple[str, ...], int]:
+    """How many workers each group may lose: its up workers (a conflicting reading is
+    not counted), less those retiring, less ``min_workers``."""
+    up = Counter([r.group for r in latest.values() if r.up and not r.conflicting])
+    gone = Counter([latest[w].group for w in retiring])
+    return {group: max(0, n - gone[group] - settings.min_workers) for group, n in up.items()}
+
+
+def _take(
+    ranked: Iterable[Reading],
+    room: Mapping[tuple[str, ...], int],
+    settings: PolicySettings,
+    verdicts: dict[str, Verdict],
+) -> None:
+    """Set the verdict of each ranked candidate, longest idle first within its group:
+    ``stop`` while its group has room and stops left this cycle."""
+    taken: dict[tuple[str, ...], int] = {}
+    limit = settings.max_stops_per_cycle
+    for reading in ranked:
+        group = reading.group
+        rank = taken.get(group, 0)
+        taken[group] = rank + 1
+        if rank >= room.get(group, 0):
             verdicts[reading.worker] = Verdict.MIN_WORKERS
-        elif rank >= settings.max_stops_per_cycle:
+        elif rank >= limit:
             verdicts[reading.worker] = Verdict.RATE_LIMIT
         else:
             verdicts[reading.worker] = Verdict.STOP
-    first = [r.worker for r in ranked]
-    chosen = set(first)
-    rest = [w for w in latest if w not in chosen]
-    decisions = tuple(Decision(w, latest[w].idle, verdicts[w]) for w in first + rest)
-    candidates = len(ranked) + sum(v is Verdict.COOLDOWN for v in verdicts.values())
-    return Plan(decisions, PolicyState(streaks, cooldowns, retiring), candidates)
 
 
 def after_stop(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wool_idle.autoscaler.sources import Selector
+from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_METRICS_URL
 
 
@@ -36,3 +37,6 @@ class DaemonSettings:
     """Run one cycle and exit."""
     web_listen_address: str = AUTOSCALER_LISTEN
     """``host:port`` or ``unix:/path`` of ``/metrics`` and ``/decisions``."""
+    wool_discovery: tuple[DiscoverySpec, ...] = ()
+    """wool namespaces the stopped workers are published in: for ``local:`` ones a
+    ``worker-dropped`` is published after each accepted stop (``lan:`` has no drop)."""

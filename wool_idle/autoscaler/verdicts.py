@@ -52,10 +52,17 @@ class Verdict(StrEnum):
     """A stop was sent and the source still reports the worker up."""
     COOLDOWN = _blocking("cooldown")
     """A stop of this worker was refused or failed less than ``cooldown`` ago."""
+    MIN_AGE = _blocking("min_age")
+    """First seen by this autoscaler less than ``min_age`` ago. "First seen" is this
+    process's memory: after an autoscaler restart every worker is new again (fail
+    closed: a restart delays retirements by ``min_age``, it never hastens one), and
+    a worker missing from a cycle's readings is new again when it comes back."""
     MIN_WORKERS = _blocking("min_workers")
-    """Stopping it would leave fewer than ``min_workers`` up workers."""
+    """Stopping it would leave its group (the whole fleet without ``group_by``) with
+    fewer than ``min_workers`` up workers."""
     RATE_LIMIT = _blocking("rate_limit")
-    """More workers are due than ``max_stops_per_cycle``; longer idle ones go first."""
+    """More workers of its group are due than ``max_stops_per_cycle``; longer idle
+    ones go first."""
     INVALID_VALUE = _blocking("invalid_value")
     """No idle value, or one that is not a finite number >= 0."""
     STALE = _blocking("stale")
@@ -76,6 +83,12 @@ class StopResult(StrEnum):
     REFUSED_BUSY = "refused_busy"
     """The worker's own idle time was under ``max_idle`` (or not a valid value), or it
     refused the conditional stop: work arrived. It cools down."""
+    UNCONDITIONAL_GRACE_ZERO = "unconditional_grace_zero"
+    """No stop was sent: the worker does not honour the conditional stop (a wool
+    worker; its idle reply does not say it does) and the grace is 0, so a task
+    arriving between the confirmation and the stop would be cancelled. It cools
+    down. (With a grace > 0 such a worker is stopped, and the log says the window
+    is open: a task arriving in it drains for the grace.)"""
     UNREACHABLE = "unreachable"
     """The worker did not answer (a transient gRPC status). It cools down."""
     FAILED = "failed"

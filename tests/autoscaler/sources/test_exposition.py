@@ -54,12 +54,56 @@ class TestParseExposition:
             Reading("d:1", None, up=False, supported=False),
         ]
 
-    def test_parse_exposition_selectors(self) -> None:
-        """Given selectors, when parsed, then only matching workers remain."""
+    @pytest.mark.parametrize(
+        ("selectors", "workers"),
+        [
+            (["pool=gpu"], ["a:1", "c:1", "d:1"]),
+            (["pool!=gpu"], ["b:1"]),
+            (["pool=~g.u|x"], ["a:1", "c:1", "d:1"]),
+            (["pool!~.pu"], []),
+            (["pool=~gpu", "worker!~[cd]:1"], ["a:1"]),
+            (["zone="], ["a:1", "b:1", "c:1", "d:1"]),
+        ],
+    )
+    def test_parse_exposition_selectors(self, selectors: list[str], workers: list[str]) -> None:
+        """Given selectors (every matcher operator; a label no series has is the empty
+        value), when parsed, then only the workers matching all of them remain."""
         # Act
-        readings = parse_exposition(EXPOSITION, [Selector("pool", "gpu")])
+        readings = parse_exposition(EXPOSITION, [Selector.parse(s) for s in selectors])
         # Assert
-        assert [r.worker for r in readings] == ["a:1", "c:1", "d:1"]
+        assert [r.worker for r in readings] == workers
+
+    def test_parse_exposition_keeps_the_group_labels(self) -> None:
+        """Given group-by labels, when parsed, then each reading carries their values in
+        order, a missing label as the empty value."""
+        # Arrange
+        text = exposition(("a:1", ',wool_tags="hot",zone="eu"', 90), ("b:1", ',zone="us"', 90))
+        # Act
+        readings = parse_exposition(text, group_by=("wool_tags", "zone"))
+        # Assert
+        assert [(r.worker, r.group) for r in readings] == [
+            ("a:1", ("hot", "eu")),
+            ("b:1", ("", "us")),
+        ]
+        assert parse_exposition(text)[0].group == ()
+
+    def test_parse_exposition_series_in_two_groups_conflict(self) -> None:
+        """Given a worker whose up series has another wool_tags value than its idle
+        series, when parsed with group-by wool_tags and planned, then it is conflicting
+        (never stopped); without group-by the label is not read and it is a stop."""
+        # Arrange
+        text = (
+            'wool_worker_idle_seconds{worker="a:1",wool_tags="hot"} 500\n'
+            'wool_worker_up{worker="a:1",wool_tags="cold"} 1\n'
+            'wool_worker_idle_supported{worker="a:1",wool_tags="hot"} 1\n'
+        )
+        settings = PolicySettings(max_idle=60.0, min_workers=0, group_by=("wool_tags",))
+        # Act
+        grouped = PolicyPlanner(settings).plan(parse_exposition(text, (), ("wool_tags",)), 0.0)
+        plain = PolicyPlanner(settings).plan(parse_exposition(text), 0.0)
+        # Assert
+        assert [d.verdict for d in grouped.decisions] == [Verdict.CONFLICTING]
+        assert [d.verdict for d in plain.decisions] == [Verdict.STOP]
 
     @pytest.mark.parametrize(
         "text",
@@ -111,3 +155,14 @@ class TestExporterSource:
             readings = await ExporterSource(session, url, [], 2.0).read()
         # Assert
         assert readings == parse_exposition(EXPOSITION)
+
+    async def test_read_keeps_the_group_labels(self, serve_text) -> None:
+        """Given a source with group-by pool, when read over HTTP, then each reading's
+        group is its pool."""
+        # Arrange
+        url = await serve_text(EXPOSITION)
+        async with aiohttp.ClientSession() as session:
+            # Act
+            readings = await ExporterSource(session, url, [], 2.0, ("pool",)).read()
+        # Assert
+        assert [r.group for r in readings] == [("gpu",), ("cpu",), ("gpu",), ("gpu",)]

@@ -161,6 +161,37 @@ class TestParseQueryResponses:
         with pytest.raises(SourceError):
             parse_query_responses(vector(*healthy("a:1", "1")), vector(({"worker": worker}, "1")))
 
+    def test_parse_query_responses_keeps_the_group_labels(self) -> None:
+        """Given group-by labels, when parsed, then each reading carries their values, a
+        missing label as the empty value; the age series' labels are not needed."""
+        # Arrange
+        values = vector(
+            *healthy("a:1", "30", wool_tags="hot", wool_namespace="ns"),
+            *healthy("b:1", "30", wool_namespace="ns"),
+        )
+        ages = vector(({"worker": "a:1"}, "1"), ({"worker": "b:1"}, "1"))
+        # Act
+        readings = parse_query_responses(values, ages, ("wool_tags", "wool_namespace"))
+        # Assert
+        assert [r.group for r in readings] == [("hot", "ns"), ("", "ns")]
+
+    def test_parse_query_responses_two_groups_conflict(self) -> None:
+        """Given a worker whose series disagree on a group-by label, when parsed, then
+        the reading is conflicting."""
+        # Arrange
+        values = vector(*healthy("a:1", "30", zone="eu")[:2], *healthy("a:1", "30", zone="us")[2:])
+        # Act
+        (reading,) = parse_query_responses(values, vector(), ("zone",))
+        # Assert
+        assert reading.conflicting and reading.group == ("eu",)
+
+    @pytest.mark.parametrize("value", [5, None, ["hot"]])
+    def test_parse_query_non_string_group_label_raises(self, value) -> None:
+        """Given a group-by label whose value is not a string, when parsed, then
+        SourceError (the body is malformed), not a reading in a guessed group."""
+        with pytest.raises(SourceError, match="non-string"):
+            parse_query_responses(vector(*healthy("a:1", "1", zone=value)), vector(), ("zone",))
+
     @pytest.mark.parametrize("value", [1, True, None, [], {}, "1_0x"])
     def test_parse_query_non_string_value_is_no_value(self, value) -> None:
         """Given an idle sample whose value is not a numeric string (the API sends
@@ -203,6 +234,16 @@ class TestQueries:
             'pool="g\\"pu"}'
         )
         assert age_query(selectors) == 'time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
+
+    def test_queries_push_every_operator_down(self) -> None:
+        """Given selectors with each operator, when rendered, then each is the same
+        PromQL matcher in both queries (Prometheus anchors the regexes itself)."""
+        # Arrange
+        selectors = [Selector.parse(s) for s in ("a!=x", "b=~h.t|c", "c!~\\d+")]
+        matchers = 'a!="x",b=~"h.t|c",c!~"\\\\d+"'
+        # Act / Assert
+        assert series_query(selectors).endswith(f",{matchers}}}")
+        assert age_query(selectors) == f"time() - timestamp(wool_worker_idle_seconds{{{matchers}}})"
 
     def test_alert_query_escapes_the_name(self) -> None:
         """Given an alert name with a quote, when rendered, then it is one PromQL string."""

@@ -1,39 +1,96 @@
-"""``--selector label=value``: parsing, matching, and PromQL rendering."""
+"""``--selector``: parsing the four matchers, matching with Prometheus's meaning, and
+PromQL rendering."""
 
 from __future__ import annotations
 
 import pytest
 
-from wool_idle.autoscaler.sources.selector import Selector, promql_string
+from wool_idle.autoscaler.sources.selector import MatchOp, Selector, promql_string
 
 
 class TestSelector:
-    @pytest.mark.parametrize("text", ["pool", "=x", "1a=b", "__name__=x", "a-b=c"])
+    @pytest.mark.parametrize(
+        "text",
+        ["pool", "=x", "1a=b", "__name__=x", "__meta=~x", "a-b=c", "pool~=a"],
+    )
     def test_parse_rejects(self, text: str) -> None:
-        """Given text that is not label=value with a usable label name, when parsed,
-        then ValueError naming the selector."""
+        """Given text that is no matcher with a usable label name, when parsed, then
+        ValueError naming the selector."""
         with pytest.raises(ValueError, match="selector"):
             Selector.parse(text)
 
-    def test_parse_keeps_everything_after_the_first_equals(self) -> None:
-        """Given a value containing '=', when parsed, then the value keeps it."""
-        # Act
-        selector = Selector.parse("pool=a=b")
-        # Assert
-        assert selector == Selector("pool", "a=b")
+    @pytest.mark.parametrize("text", ["pool=~(a", "pool!~a(?=b)", "pool=~(a)\\1", "pool=~x{1001}"])
+    def test_parse_rejects_a_regex_outside_re2(self, text: str) -> None:
+        """Given a regex that does not parse or is not RE2 syntax, when parsed, then
+        ValueError naming the selector and the regex."""
+        with pytest.raises(ValueError, match=r"invalid selector .*invalid regex"):
+            Selector.parse(text)
 
-    def test_matches(self) -> None:
-        """Given a selector, then it matches only labels carrying that exact value."""
-        # Arrange
-        selector = Selector("pool", "gpu")
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("pool=a=b", Selector("pool", "a=b")),
+            ("pool!=a", Selector("pool", "a", MatchOp.NOT_EQUAL)),
+            ("pool=~a|b", Selector("pool", "a|b", MatchOp.MATCH)),
+            ("pool!~=~", Selector("pool", "=~", MatchOp.NOT_MATCH)),
+            ("pool=", Selector("pool", "")),
+            ("pool=!~x", Selector("pool", "!~x")),
+        ],
+    )
+    def test_parse_takes_the_first_operator(self, text: str, expected: Selector) -> None:
+        """Given a matcher, when parsed, then the operator is the one right after the
+        label name and the value keeps everything after it."""
         # Act / Assert
-        assert selector.matches({"pool": "gpu", "worker": "a:1"})
-        assert not selector.matches({"pool": "cpu"})
-        assert not selector.matches({})
+        assert Selector.parse(text) == expected
 
-    def test_promql_escapes(self) -> None:
-        """Given a value with a quote, a backslash and a newline, when rendered, then it
-        is one valid PromQL string literal."""
+    @pytest.mark.parametrize(
+        ("text", "labels", "expected"),
+        [
+            ("pool=gpu", {"pool": "gpu", "worker": "a:1"}, True),
+            ("pool=gpu", {"pool": "cpu"}, False),
+            ("pool=gpu", {}, False),
+            ("pool=", {}, True),
+            ("pool=", {"pool": "gpu"}, False),
+            ("pool!=gpu", {"pool": "cpu"}, True),
+            ("pool!=gpu", {}, True),
+            ("pool!=gpu", {"pool": "gpu"}, False),
+            ("pool=~g.u", {"pool": "gpu"}, True),
+            ("pool=~g", {"pool": "gpu"}, False),
+            ("pool=~pu", {"pool": "gpu"}, False),
+            ("pool=~hot|cold", {"pool": "cold"}, True),
+            ("pool=~hot|cold", {"pool": "hot,cold"}, False),
+            ("pool=~.*", {}, True),
+            ("pool=~.+", {}, False),
+            ("pool!~g.*", {"pool": "gpu"}, False),
+            ("pool!~g.*", {"pool": "cpu"}, True),
+            ("pool!~g.*", {}, True),
+            ("pool=~\\d+", {"pool": "\u0661\u0662"}, False),
+            ("pool=~(?i)GPU", {"pool": "gpu"}, True),
+        ],
+    )
+    def test_matches_like_prometheus(self, text: str, labels: dict, expected: bool) -> None:
+        """Given a matcher and a series' labels, then it matches as Prometheus would: a
+        missing label is the empty value, a regex must match the whole value, and
+        \\d is ASCII digits (RE2)."""
         # Act / Assert
-        assert Selector("pool", 'g"p\\u\n').promql() == 'pool="g\\"p\\\\u\\n"'
+        assert Selector.parse(text).matches(labels) is expected
+
+    @pytest.mark.parametrize(
+        ("selector", "promql"),
+        [
+            (Selector("pool", 'g"p\\u\n'), 'pool="g\\"p\\\\u\\n"'),
+            (Selector("pool", "a", MatchOp.NOT_EQUAL), 'pool!="a"'),
+            (Selector("pool", "a\\.b|c", MatchOp.MATCH), 'pool=~"a\\\\.b|c"'),
+            (Selector("pool", "x.*", MatchOp.NOT_MATCH), 'pool!~"x.*"'),
+        ],
+    )
+    def test_promql_escapes(self, selector: Selector, promql: str) -> None:
+        """Given a matcher, when rendered, then it is one PromQL matcher with its value
+        a valid string literal (quotes, backslashes, newlines escaped)."""
+        # Act / Assert
+        assert selector.promql() == promql
         assert promql_string("plain") == '"plain"'
+
+    def test_str_is_the_flag_text(self) -> None:
+        """Given a parsed matcher, then its text is what the flag took."""
+        assert str(Selector.parse("pool!~a|b")) == "pool!~a|b"

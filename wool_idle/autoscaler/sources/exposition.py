@@ -14,12 +14,16 @@ from wool_idle.autoscaler.sources.source import SourceError, fetch
 from wool_idle.contract import WORKER_LABEL
 
 
-def parse_exposition(text: str, selectors: Sequence[Selector] = ()) -> list[Reading]:
+def parse_exposition(
+    text: str, selectors: Sequence[Selector] = (), group_by: Sequence[str] = ()
+) -> list[Reading]:
     """Readings from an exporter's exposition text; ``SourceError`` if unparsable.
 
-    The exporter renders each sample when scraped, so every age is 0.
+    The exporter renders each sample when scraped, so every age is 0. Each
+    reading's group is the values of its series' ``group_by`` labels.
     """
-    samples = SamplesByWorker()
+    samples = SamplesByWorker(group_by)
+    add, place = samples.add, samples.place  # bound once: a loop per sample
     try:
         for family in text_string_to_metric_families(text):
             values = samples.by_series.get(family.name)
@@ -28,8 +32,11 @@ def parse_exposition(text: str, selectors: Sequence[Selector] = ()) -> list[Read
             for sample in family.samples:
                 labels = sample.labels
                 worker = labels.get(WORKER_LABEL)
-                if worker is not None and all(s.matches(labels) for s in selectors):
-                    samples.add(values, worker, sample.value)
+                if worker is None or (selectors and not all(s.matches(labels) for s in selectors)):
+                    continue
+                add(values, worker, sample.value)
+                if group_by:
+                    place(worker, labels)
     except Exception as error:  # the parser raises several types on bad input
         raise SourceError(f"malformed exposition text: {error}") from None
     return samples.readings(default_age=0.0)
@@ -44,10 +51,12 @@ class ExporterSource:
         url: str,
         selectors: Sequence[Selector],
         timeout: float,
+        group_by: Sequence[str] = (),
     ) -> None:
         self.session, self.url, self.selectors, self.timeout = session, url, selectors, timeout
+        self.group_by = group_by
         self.description = f"exporter {url}"
 
     async def read(self) -> list[Reading]:
         text = await fetch(self.session, self.url, {}, self.timeout, json_body=False)
-        return parse_exposition(text, self.selectors)
+        return parse_exposition(text, self.selectors, self.group_by)

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -24,6 +24,8 @@ from wool_idle.autoscaler.sources.samples import SamplesByWorker
 from wool_idle.autoscaler.sources.selector import Selector, promql_string
 from wool_idle.autoscaler.sources.source import SourceError, fetch
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
+
+_NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
 
 
 def series_query(selectors: Sequence[Selector]) -> str:
@@ -46,23 +48,36 @@ def alert_query(alert: str) -> str:
     return f'ALERTS{{alertname={promql_string(alert)},alertstate="firing"}}'
 
 
-def parse_query_responses(values: Any, ages: Any) -> list[Reading]:
-    """Readings from the bodies of ``series_query`` and ``age_query``.
+def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) -> list[Reading]:
+    """Readings from the bodies of ``series_query`` and ``age_query``; each reading's
+    group is the values of its series' ``group_by`` labels.
 
     ``SourceError`` if either is not an instant vector whose samples carry a
-    string ``__name__`` (values) and a string ``worker`` label.
+    string ``__name__`` (values) and a string ``worker`` label, or if a
+    ``group_by`` label's value is not a string.
     """
-    samples = SamplesByWorker()
-    series_of, add = samples.by_series.get, samples.add  # bound once: a loop per sample
+    samples = SamplesByWorker(group_by)
+    series_of, add, place = samples.by_series.get, samples.add, samples.place  # bound once
     for labels, value in _samples(values):
         name = labels.get("__name__")
         if type(name) is not str:
             raise SourceError("a sample without a string __name__")
         series = series_of(name)
         if series is not None:
-            add(series, _worker(labels), _number(value))
+            worker = labels.get(WORKER_LABEL)  # _worker, inlined: this loop runs per sample
+            if type(worker) is not str:
+                raise SourceError(_NO_WORKER)
+            add(series, worker, _number(value))
+            if group_by:
+                try:
+                    place(worker, labels)
+                except TypeError as error:
+                    raise SourceError(str(error)) from None
     for labels, value in _samples(ages):
-        add(samples.ages, _worker(labels), _number(value))
+        worker = labels.get(WORKER_LABEL)
+        if type(worker) is not str:
+            raise SourceError(_NO_WORKER)
+        add(samples.ages, worker, _number(value))
     return samples.readings(default_age=math.inf)
 
 
@@ -96,7 +111,7 @@ def _samples(body: Any) -> Iterator[tuple[dict[str, Any], Any]]:
 def _worker(labels: dict[str, Any]) -> str:
     worker = labels.get(WORKER_LABEL)
     if type(worker) is not str:
-        raise SourceError(f"a sample without a string {WORKER_LABEL!r} label")
+        raise SourceError(_NO_WORKER)
     return worker
 
 
@@ -131,9 +146,11 @@ class PrometheusSource:
         selectors: Sequence[Selector],
         alert: str | None,
         timeout: float,
+        group_by: Sequence[str] = (),
     ) -> None:
         self.session, self.base = session, base_url.rstrip("/")
         self.selectors, self.alert, self.timeout = selectors, alert, timeout
+        self.group_by = group_by
         self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
 
     async def read(self) -> list[Reading]:
@@ -144,7 +161,7 @@ class PrometheusSource:
         bodies = await asyncio.gather(
             *(fetch(self.session, url, {"query": q, "time": at}, self.timeout) for q in queries)
         )
-        readings = parse_query_responses(bodies[0], bodies[1])
+        readings = parse_query_responses(bodies[0], bodies[1], self.group_by)
         if self.alert is None:
             return readings
         firing = parse_alert_response(bodies[2])

@@ -3,12 +3,15 @@
 Duplicate series of one worker (the same series name and ``worker`` label,
 other labels differing) collapse into one when their values are equal. When
 they differ, the worker's reading is ``conflicting``: it is never stopped, and
-no single series is trusted over another.
+no single series is trusted over another. The same holds for the worker's
+group: the values of the ``group_by`` labels (a missing label is the empty
+value) must be the same on every series of the worker, or it is conflicting.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, valid_idle
@@ -18,18 +21,32 @@ Values = dict[str, float | None]
 
 
 class SamplesByWorker:
-    """The policy's series (``by_series``) and sample ages (``ages``) of one read."""
+    """The policy's series (``by_series``) and sample ages (``ages``) of one read,
+    and each worker's group (``groups``: the values of ``group_by``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, group_by: Sequence[str] = ()) -> None:
         self.by_series: dict[str, Values] = {IDLE_SECONDS: {}, UP: {}, IDLE_SUPPORTED: {}}
         self.ages: Values = {}
         self.conflicting: set[str] = set()
+        self.group_by = tuple(group_by)
+        self.groups: dict[str, tuple[str, ...]] = {}
 
     def add(self, values: Values, worker: str, value: float | None) -> None:
         """Record ``worker``'s ``value`` in ``values``; a different value already there
         makes the worker conflicting."""
         seen = values.setdefault(worker, value)
         if seen is not value and not _same(seen, value):
+            self.conflicting.add(worker)
+
+    def place(self, worker: str, labels: Mapping[str, object]) -> None:
+        """Record ``worker``'s group from a series' ``labels`` (call only with a
+        ``group_by``); another group already there makes the worker conflicting.
+        A label value that is not a string is ``TypeError``."""
+        found = [labels.get(name, "") for name in self.group_by]
+        group = tuple(value for value in found if isinstance(value, str))
+        if len(group) != len(found):
+            raise TypeError(f"a non-string value for a label of {', '.join(self.group_by)}")
+        if self.groups.setdefault(worker, group) != group:
             self.conflicting.add(worker)
 
     def readings(self, *, default_age: float) -> list[Reading]:
@@ -39,19 +56,21 @@ class SamplesByWorker:
         exporter's answer (read just now), ``math.inf`` where unknown means stale.
         """
         idle, up, supported = (self.by_series[n] for n in (IDLE_SECONDS, UP, IDLE_SUPPORTED))
-        ages, conflicting = self.ages, self.conflicting
+        ages, conflicting, groups = self.ages, self.conflicting, self.groups
+        reading, valid = Reading, valid_idle  # bound once: a loop per worker
         readings = []
         for worker in dict.fromkeys([*up, *supported, *idle]):
             value = idle.get(worker)
             age = ages.get(worker, default_age)
             readings.append(
-                Reading(
+                reading(
                     worker,
-                    value if valid_idle(value) else None,
+                    value if valid(value) else None,
                     up=up.get(worker) == 1.0,
                     supported=supported.get(worker) == 1.0,
                     age=math.inf if age is None else age,
                     conflicting=worker in conflicting,
+                    group=groups.get(worker, ()) if groups else (),
                 )
             )
         return readings

@@ -1,11 +1,24 @@
-"""``--selector label=value``: which workers' series the autoscaler considers."""
+"""``--selector``: which workers' series the autoscaler considers.
+
+A selector is one Prometheus label matcher: ``name=value``, ``name!=value``,
+``name=~regex`` or ``name!~regex``, with Prometheus's meaning: a series without
+the label has it with the empty value, and a regex matches the whole value
+(see ``regex``). Against a Prometheus server the selectors become the
+queries' own matchers; against an exporter they are matched here.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
 
+from wool_idle.autoscaler.sources.regex import compile_label_regex
 from wool_idle.contract import LABEL_NAME
+
+_MATCHER: Final = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)(.*)", re.DOTALL)
 
 
 def promql_string(value: str) -> str:
@@ -14,25 +27,57 @@ def promql_string(value: str) -> str:
     return f'"{escaped}"'
 
 
+class MatchOp(StrEnum):
+    """A PromQL label matching operator."""
+
+    EQUAL = "="
+    NOT_EQUAL = "!="
+    MATCH = "=~"
+    NOT_MATCH = "!~"
+
+
 @dataclass(frozen=True)
 class Selector:
-    """A label matcher ``name=value`` that workers must carry to be considered."""
+    """A label matcher workers' series must satisfy to be considered."""
 
     name: str
     value: str
+    op: MatchOp = MatchOp.EQUAL
+    regex: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not LABEL_NAME.match(self.name) or self.name.startswith("__"):
+            raise ValueError(f"invalid selector label {self.name!r}")
+        if self.op in (MatchOp.MATCH, MatchOp.NOT_MATCH):
+            object.__setattr__(self, "regex", compile_label_regex(self.value))
 
     @classmethod
     def parse(cls, text: str) -> Selector:
-        """Parse ``name=value``; raise ``ValueError`` if the name is not a label name."""
-        name, sep, value = text.partition("=")
-        if not sep or not LABEL_NAME.match(name) or name.startswith("__"):
-            raise ValueError(f"invalid selector {text!r}: expected label=value")
-        return cls(name, value)
+        """Parse ``label=value``, ``label!=value``, ``label=~regex`` or
+        ``label!~regex``; ``ValueError`` naming the selector if it is none of them,
+        its label is reserved (``__name__``) or its regex is refused."""
+        found = _MATCHER.fullmatch(text)
+        if found is None or found[1].startswith("__"):
+            raise ValueError(
+                f"invalid selector {text!r}: expected label=value, label!=value, "
+                "label=~regex or label!~regex"
+            )
+        try:
+            return cls(found[1], found[3], MatchOp(found[2]))
+        except ValueError as error:
+            raise ValueError(f"invalid selector {text!r}: {error}") from None
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether a series with ``labels`` carries this label with this value."""
-        return labels.get(self.name) == self.value
+        """Whether a series with ``labels`` satisfies this matcher (a missing label is
+        the empty value)."""
+        value = labels.get(self.name, "")
+        if self.regex is not None:
+            return (self.regex.fullmatch(value) is None) is (self.op is MatchOp.NOT_MATCH)
+        return (value == self.value) is (self.op is MatchOp.EQUAL)
 
     def promql(self) -> str:
         """This selector as a PromQL label matcher."""
-        return f"{self.name}={promql_string(self.value)}"
+        return f"{self.name}{self.op.value}{promql_string(self.value)}"
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.op.value}{self.value}"

@@ -1,0 +1,85 @@
+"""The retired workers' series: what it shows, and its bounds in count and time."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from wool_idle.autoscaler.retired import RETIRED_LIMIT, RETIRED_MAX_AGE, RetiredWorkers
+
+NAME = "wool_autoscaler_retired_timestamp_seconds"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def shown(retired: RetiredWorkers) -> dict[str, tuple[float, dict[str, str]]]:
+    """The series' samples: worker -> (value, other labels)."""
+    registry = CollectorRegistry()
+    registry.register(retired)
+    (family,) = [f for f in registry.collect() if f.name == NAME]
+    return {
+        s.labels["worker"]: (s.value, {k: v for k, v in s.labels.items() if k != "worker"})
+        for s in family.samples
+    }
+
+
+class TestRetiredWorkers:
+    def test_mark_shows_the_stop_time_and_group(self) -> None:
+        """Given group-by labels, when a worker is marked, then its series carries the
+        stop time and its group labels (a missing one empty; `worker` never twice)."""
+        # Arrange
+        clock = Clock()
+        retired = RetiredWorkers(("wool_tags", "worker", "zone"), clock)
+        # Act
+        retired.mark("a:1", {"wool_tags": "hot"})
+        # Assert
+        assert shown(retired) == {"a:1": (clock.now, {"wool_tags": "hot", "zone": ""})}
+
+    def test_collect_forgets_marks_older_than_a_day(self) -> None:
+        """Given two marks a day apart, when collected past a day after the first, then
+        only the second is shown."""
+        # Arrange
+        clock = Clock()
+        retired = RetiredWorkers((), clock)
+        retired.mark("old:1", {})
+        clock.now += RETIRED_MAX_AGE
+        retired.mark("new:1", {})
+        # Act
+        clock.now += 1.0
+        # Assert
+        assert list(shown(retired)) == ["new:1"]
+        assert "old:1" not in retired
+
+    def test_mark_keeps_the_most_recent(self) -> None:
+        """Given one more mark than the limit, with the first worker marked again last,
+        then the limit holds and the oldest mark (the second worker's) went first."""
+        # Arrange
+        clock = Clock()
+        retired = RetiredWorkers((), clock)
+        # Act
+        for i in range(RETIRED_LIMIT):
+            clock.now += 1
+            retired.mark(f"w{i}:1", {})
+        retired.mark("w0:1", {})
+        retired.mark("extra:1", {})
+        # Assert
+        workers = shown(retired)
+        assert len(workers) == RETIRED_LIMIT
+        assert "w1:1" not in workers and {"w0:1", "w2:1", "extra:1"} <= set(workers)
+
+    def test_forget_ends_the_mark(self) -> None:
+        """Given a marked worker, when forgotten, then it is no longer shown; forgetting
+        an unknown worker is harmless."""
+        # Arrange
+        retired = RetiredWorkers()
+        retired.mark("a:1", {})
+        # Act
+        retired.forget("a:1")
+        retired.forget("b:1")
+        # Assert
+        assert shown(retired) == {}

@@ -1,0 +1,232 @@
+"""Publishing worker-dropped in a real wool 0.15.7 LocalDiscovery namespace from
+another process, as wool's own subscribers see it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wool
+from support.wool_pools import WoolFleet, unique_namespace
+from wool.runtime.discovery.local import _short_hash
+
+from wool_idle.discovery.drop import Dropper, DropResult, notify_path, read_records
+
+pytestmark = pytest.mark.e2e
+
+WAIT = 10.0
+
+
+async def listed(namespace: str) -> set[str]:
+    """The addresses a fresh polling wool subscriber finds in its first scan."""
+    seen: set[str] = set()
+    stream = aiter(wool.LocalDiscovery(namespace).subscribe(poll_interval=0.2))
+    try:
+        while True:
+            event = await asyncio.wait_for(anext(stream), 1.0)
+            if event.type != "worker-added":
+                break
+            seen.add(event.metadata.address)
+    except TimeoutError:
+        pass
+    finally:
+        await stream.aclose()
+    return seen
+
+
+async def next_drop(stream: AsyncIterator[Any]) -> Any:
+    """The next worker-dropped event of a wool subscription (rescans in between
+    repeat every worker as worker-updated)."""
+    async for event in stream:
+        if event.type == "worker-dropped":
+            return event
+    raise AssertionError("the subscription ended")
+
+
+def lock_path(namespace: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"wool-lock-{_short_hash(namespace)}"
+
+
+@pytest.fixture
+async def pools():
+    """A held namespace with a hot pool of 2 wool workers."""
+    async with WoolFleet() as fleet:
+        await fleet.hold()
+        await fleet.serve("hot", 2)
+        yield fleet
+
+
+class TestReadRecords:
+    async def test_read_records_as_wool_lists_them(self, pools) -> None:
+        """Given a namespace with two workers, when its records are read, then they are
+        the workers wool's own subscriber lists, each with its uid."""
+        # Act
+        records = read_records(pools.namespace)
+        # Assert
+        assert {r.address for r in records} == await listed(pools.namespace)
+        assert len({r.uid for r in records}) == 2
+
+    def test_read_records_missing_namespace_creates_nothing(self) -> None:
+        """Given a namespace that does not exist, when read, then FileNotFoundError, and
+        no segment, lock file or notify directory was created (never an owner)."""
+        # Arrange
+        namespace = unique_namespace("absent")
+        # Act / Assert
+        with pytest.raises(FileNotFoundError):
+            read_records(namespace)
+        assert not Path("/dev/shm", _short_hash(namespace)).exists()
+        assert not lock_path(namespace).exists()
+        assert not notify_path(namespace).parent.exists()
+
+    async def test_read_records_skips_a_record_whose_block_is_gone(self, pools) -> None:
+        """Given a namespace where a publisher left a slot whose block it unlinked (as a
+        killed pool does), when read, then that record is skipped and the live workers
+        are still read."""
+        # Arrange
+        ghost = wool.WorkerMetadata(uid=uuid.uuid4(), address="127.0.0.1:9", pid=1, version="0")
+        async with wool.LocalDiscovery.Publisher(pools.namespace) as publisher:
+            await publisher.publish("worker-added", ghost)
+        # Act
+        records = read_records(pools.namespace)
+        # Assert
+        assert len(records) == 2
+        assert "127.0.0.1:9" not in {r.address for r in records}
+
+
+class TestDropper:
+    async def test_drop_unlists_the_worker_for_wool_subscribers(self, pools) -> None:
+        """Given two listed workers, when one is dropped by address, then the result is
+        published, a fresh wool subscriber lists only the other, and the pool that
+        published them is still running."""
+        # Arrange
+        dropped, kept = sorted(await listed(pools.namespace))
+        # Act
+        result = await Dropper([pools.namespace]).drop(dropped)
+        # Assert
+        assert result is DropResult.PUBLISHED
+        assert await listed(pools.namespace) == {kept}
+        assert all(p.returncode is None for p in pools.processes)
+
+    async def test_drop_wakes_notification_only_subscribers(self, pools) -> None:
+        """Given a wool subscriber without polling (wool's default: it rescans only
+        when notified) that has listed both workers, when one is dropped, then it
+        receives worker-dropped for that worker."""
+        # Arrange
+        stream = aiter(wool.LocalDiscovery(pools.namespace).subscribe())
+        added = [await asyncio.wait_for(anext(stream), WAIT) for _ in range(2)]
+        dropped = added[0].metadata.address
+        try:
+            # Act
+            result = await Dropper([pools.namespace]).drop(dropped)
+            event = await asyncio.wait_for(next_drop(stream), WAIT)
+        finally:
+            await stream.aclose()
+        # Assert
+        assert result is DropResult.PUBLISHED
+        assert event.metadata.address == dropped
+
+    async def test_drop_unknown_address_is_not_found(self, pools) -> None:
+        """Given an address no record has, when dropped, then not_found and both
+        workers stay listed."""
+        # Act
+        result = await Dropper([pools.namespace]).drop("127.0.0.1:9")
+        # Assert
+        assert result is DropResult.NOT_FOUND
+        assert len(await listed(pools.namespace)) == 2
+
+    async def test_drop_missing_namespace(self) -> None:
+        """Given a namespace that does not exist, when a drop is made, then
+        namespace_missing, and nothing was created in its name."""
+        # Arrange
+        namespace = unique_namespace("absent")
+        # Act
+        result = await Dropper([namespace]).drop("127.0.0.1:9")
+        # Assert
+        assert result is DropResult.NAMESPACE_MISSING
+        assert not lock_path(namespace).exists()
+
+    async def test_drop_publishes_where_the_worker_is(self, pools) -> None:
+        """Given a missing namespace and the worker's own, when dropped, then published
+        (the missing one does not hide the drop made in the other)."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        # Act
+        result = await Dropper([unique_namespace("absent"), pools.namespace]).drop(address)
+        # Assert
+        assert result is DropResult.PUBLISHED
+
+    async def test_drop_lock_held_elsewhere_times_out(self, pools) -> None:
+        """Given another process holding the namespace's lock, when a drop with a short
+        lock timeout is made, then lock_timeout and the worker stays listed."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(lock_path(pools.namespace))],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            # Act
+            result = await Dropper([pools.namespace], lock_timeout=0.3).drop(address)
+        finally:
+            holder.kill()
+            holder.wait()
+        # Assert
+        assert result is DropResult.LOCK_TIMEOUT
+        assert address in await listed(pools.namespace)
+
+    async def test_drop_any_other_error_is_failed(self, pools, caplog) -> None:
+        """Given a namespace whose lock file cannot be opened (a directory stands in its
+        place), when a drop is made, then failed, logged with the error, never raised."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        path = lock_path(pools.namespace)
+        path.unlink(missing_ok=True)
+        path.mkdir()
+        try:
+            # Act
+            result = await Dropper([pools.namespace]).drop(address)
+        finally:
+            shutil.rmtree(path)
+        # Assert
+        assert result is DropResult.FAILED
+        assert "IsADirectoryError" in caplog.text
+
+    async def test_drop_wake_failure_keeps_the_drop(self, pools, caplog) -> None:
+        """Given a namespace whose notify file cannot be truncated, when a drop is
+        made, then it is still published (the drop stands) and the failure is logged."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        notify = notify_path(pools.namespace)
+        notify.unlink(missing_ok=True)
+        notify.mkdir()
+        try:
+            # Act
+            result = await Dropper([pools.namespace]).drop(address)
+        finally:
+            with contextlib.suppress(OSError):
+                os.rmdir(notify)
+        # Assert
+        assert result is DropResult.PUBLISHED
+        assert "cannot wake its subscribers" in caplog.text
+        assert address not in await listed(pools.namespace)
+
+
+HOLD_LOCK = """
+import sys, time, portalocker
+lock = open(sys.argv[1], "w")
+portalocker.lock(lock, portalocker.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""

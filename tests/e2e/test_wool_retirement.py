@@ -1,0 +1,127 @@
+"""End to end with real wool 0.15.7 pools: the autoscaler keeps every pool alive,
+publishes the drop of the worker it stopped, and wool clients stop routing to it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wool
+import yaml
+from support.processes import run_cli, spawn_cli
+from support.wool_pools import WoolFleet
+
+from wool_idle.demo.routines import whoami
+
+pytestmark = pytest.mark.e2e
+
+WAIT = 15.0
+
+
+async def records(namespace: str) -> dict[str, Any]:
+    """The workers wool lists in ``namespace`` (first scan of a polling subscriber),
+    by address."""
+    found: dict[str, Any] = {}
+    stream = aiter(wool.LocalDiscovery(namespace).subscribe(poll_interval=0.2))
+    try:
+        while (event := await asyncio.wait_for(anext(stream), 2.0)).type == "worker-added":
+            found[event.metadata.address] = event.metadata
+    except TimeoutError:
+        pass
+    finally:
+        await stream.aclose()
+    return found
+
+
+def has_tag(tag: str) -> Any:
+    return lambda metadata: tag in metadata.tags
+
+
+async def until(condition: Any) -> bool:
+    """Whether ``condition()`` became true within WAIT seconds."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while not condition() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    return bool(condition())
+
+
+class TestWoolRetirement:
+    async def test_stop_drop_and_clients_route_to_the_rest(self, tmp_path: Path) -> None:
+        """Given a held namespace with a hot pool of 2 and a cold pool of 1 (idle since
+        start), listed for the exporter with their wool_tags, and a wool client on the
+        hot tag with wool's default (notification-only) discovery that has used both
+        hot workers, when `autoscaler --once --group-by wool_tags --min-workers 1
+        --wool-discovery local:NS` runs, then one hot worker is stopped and its drop
+        published: wool no longer lists it, the client drops it from its workers and
+        runs every later task on the other hot worker; the cold worker is untouched."""
+        async with WoolFleet() as pools:
+            # Arrange
+            await pools.hold()
+            await pools.serve("hot", 2)
+            await pools.serve("cold", 1)
+            listed = await records(pools.namespace)
+            groups = [
+                {"targets": [address], "labels": {"wool_tags": ",".join(sorted(m.tags))}}
+                for address, m in listed.items()
+            ]
+            (tmp_path / "targets.yml").write_text(yaml.safe_dump(groups))
+            exporter = spawn_cli(
+                [
+                    "exporter",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--targets-file",
+                    str(tmp_path / "targets.yml"),
+                ]
+            )
+            url = exporter.stdout.readline().strip()
+            hot = {a for a, m in listed.items() if "hot" in m.tags}
+            proxy = wool.WorkerProxy(
+                discovery=wool.LocalDiscovery(pools.namespace).subscribe(has_tag("hot")),
+                quorum_timeout=10,
+            )
+            try:
+                async with proxy:
+                    before = {await whoami() for _ in range(6)}
+                    await asyncio.sleep(0.5)
+                    # Act
+                    result = await asyncio.to_thread(
+                        run_cli,
+                        [
+                            "autoscaler",
+                            "--once",
+                            "--metrics-url",
+                            url,
+                            "--max-idle",
+                            "300ms",
+                            "--min-workers",
+                            "1",
+                            "--group-by",
+                            "wool_tags",
+                            "--grace",
+                            "2s",
+                            "--wool-discovery",
+                            f"local:{pools.namespace}",
+                        ],
+                    )
+                    stopped = {a for a in listed if f"worker={a} verdict=stop " in result.stderr}
+                    routed = await until(
+                        lambda: {m.address for m in proxy.workers} == hot - stopped
+                    )
+                    after = {await whoami() for _ in range(6)}
+            finally:
+                exporter.terminate()
+                exporter.wait(timeout=30)
+            remaining = await records(pools.namespace)
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert len(stopped) == 1 and stopped <= hot
+        (gone,) = stopped
+        (kept,) = hot - stopped
+        assert f"worker {gone}: drop published" in result.stderr
+        assert set(remaining) == set(listed) - stopped
+        assert before == {listed[a].pid for a in hot}
+        assert routed
+        assert after == {listed[kept].pid}

@@ -1,0 +1,75 @@
+"""The workers this autoscaler stopped, as ``wool_autoscaler_retired_timestamp_seconds``.
+
+A stopped worker's discovery record may stay (a wool pool does not unpublish
+a worker someone else stopped) and the exporter then reports it down; this
+series tells the alert rules and the dashboard it was retired on purpose.
+Bounded in count and in time: the ``RETIRED_LIMIT`` most recent stops within
+``RETIRED_MAX_AGE``. A worker's mark ends early when the source reports it up
+again and it is no longer retiring (a new worker at that address). The marks
+live in this process: after a restart the series is empty again. Safe to
+collect from another thread than the one marking.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Final
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from wool_idle.contract import RETIRED_TIMESTAMP, WORKER_LABEL
+
+RETIRED_LIMIT: Final = 1000
+"""Most retired workers shown; the oldest mark goes first."""
+RETIRED_MAX_AGE: Final = 86400.0
+"""Seconds a retired worker is shown after its stop (24 h)."""
+
+
+class RetiredWorkers(Collector):
+    """The marks, newest last, and their series; ``group_by`` labels the series."""
+
+    def __init__(self, group_by: Sequence[str] = (), clock: Callable[[], float] = time.time):
+        self.group_by = tuple(name for name in group_by if name != WORKER_LABEL)
+        self.clock = clock
+        self._marks: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def mark(self, worker: str, labels: Mapping[str, str]) -> None:
+        """Note that ``worker`` (with group ``labels``) was stopped just now."""
+        group = tuple(labels.get(name, "") for name in self.group_by)
+        with self._lock:
+            self._marks.pop(worker, None)
+            self._marks[worker] = (self.clock(), group)
+            while len(self._marks) > RETIRED_LIMIT:
+                self._marks.popitem(last=False)
+
+    def forget(self, worker: str) -> None:
+        """End ``worker``'s mark (a new worker answers at its address)."""
+        with self._lock:
+            self._marks.pop(worker, None)
+
+    def __contains__(self, worker: object) -> bool:
+        return worker in self._marks
+
+    def __len__(self) -> int:
+        return len(self._marks)
+
+    def collect(self) -> Iterator[Metric]:
+        oldest = self.clock() - RETIRED_MAX_AGE
+        with self._lock:
+            while self._marks and next(iter(self._marks.values()))[0] < oldest:
+                self._marks.popitem(last=False)
+            marks = list(self._marks.items())
+        family = GaugeMetricFamily(
+            RETIRED_TIMESTAMP,
+            "Unix time at which the autoscaler stopped the worker "
+            f"(the last {RETIRED_LIMIT} within {RETIRED_MAX_AGE / 3600:g}h).",
+            labels=[WORKER_LABEL, *self.group_by],
+        )
+        for worker, (stopped, group) in marks:
+            family.add_metric([worker, *group], stopped)
+        yield family

@@ -1,0 +1,173 @@
+"""Publishing ``worker-dropped`` for a worker stopped by someone else (wool's
+``LocalDiscovery`` only).
+
+A wool pool does not unpublish a worker that another process stopped, so wool
+clients keep it as a candidate. ``LocalDiscovery`` lets any process publish a
+drop; ``LanDiscovery`` does not (a drop from another process is a silent no-op
+there), so a LAN namespace gets none.
+
+How a drop is made, attach-only (this process never creates or owns a
+namespace): the namespace's records are read from its shared memory and the
+workers whose address is the stopped worker's are found by uid; then
+``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for each (under the
+namespace's file lock, waited for at most ``lock_timeout``); then the
+namespace's notify file is truncated, which wakes wool's notification-only
+subscribers (wool's own default clients: the touch wool makes arrives as an
+event they ignore). Nothing here raises but cancellation: every failure is a
+``DropResult``, logged once.
+
+It reads wool 0.15's layout through wool's own private helpers (a segment of
+16-byte worker uids after a 16-byte header; one block per worker holding a
+length-prefixed ``WorkerMetadata`` protobuf); the ``wool`` extra pins wool
+below 0.16. ``wool`` is imported only when a drop is made.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+log = logging.getLogger("wool_idle.discovery")
+
+DROP_LOCK_TIMEOUT: Final = 5.0
+"""Seconds a drop waits for the namespace's file lock (wool's own default is 30)."""
+
+
+class DropResult(StrEnum):
+    """What came of publishing the drop of one stopped worker."""
+
+    PUBLISHED = "published"
+    """``worker-dropped`` was published for every record with the worker's address,
+    and the notification-only subscribers were woken."""
+    NOT_FOUND = "not_found"
+    """No namespace holds a record with the worker's address."""
+    NAMESPACE_MISSING = "namespace_missing"
+    """A namespace does not exist (its owner exited), and no other holds the worker."""
+    LOCK_TIMEOUT = "lock_timeout"
+    """The namespace's file lock was not acquired within ``DROP_LOCK_TIMEOUT``."""
+    FAILED = "failed"
+    """Any other error."""
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """The two facts of a wool worker record a drop needs."""
+
+    uid: uuid.UUID
+    address: str
+
+
+def read_records(namespace: str) -> list[WorkerRecord]:
+    """The records of a ``LocalDiscovery`` namespace, read without owning it.
+
+    ``FileNotFoundError`` if the namespace does not exist. A record whose block
+    is gone (its publisher was killed) or does not decode is skipped.
+    """
+    from wool.runtime.discovery import local
+
+    with local._shared_memory(local._short_hash(namespace)) as segment:
+        uids = [
+            uuid.UUID(bytes=slot)
+            for _, slot in local._iter_slots(segment.buf)
+            if slot != local.NULL_REF
+        ]
+    return [record for uid in uids if (record := _read_record(uid)) is not None]
+
+
+def _read_record(uid: uuid.UUID) -> WorkerRecord | None:
+    """The record in ``uid``'s block, or None if the block is gone or unreadable."""
+    from wool import protocol
+    from wool.runtime.discovery import local
+
+    try:
+        with local._shared_memory(local._short_hash(uid.hex)) as block:
+            (size,) = struct.unpack_from("I", block.buf, 0)
+            message = protocol.WorkerMetadata.FromString(bytes(block.buf[4 : 4 + size]))
+    except Exception as error:  # gone, truncated, not a protobuf: not a record to drop
+        log.debug("worker record %s unreadable: %s: %s", uid, type(error).__name__, error)
+        return None
+    return WorkerRecord(uid, message.address)
+
+
+def notify_path(namespace: str) -> Path:
+    """The file wool's subscribers of ``namespace`` watch for changes."""
+    return Path(tempfile.gettempdir()).resolve() / f"wool-{namespace}" / "notify"
+
+
+async def drop_in(namespace: str, address: str, *, lock_timeout: float) -> DropResult:
+    """Publish ``worker-dropped`` in ``namespace`` for the records at ``address``."""
+    try:
+        uids = [r.uid for r in read_records(namespace) if r.address == address]
+    except FileNotFoundError:
+        return DropResult.NAMESPACE_MISSING
+    if not uids:
+        return DropResult.NOT_FOUND
+    import wool
+
+    publisher: Any = wool.LocalDiscovery.Publisher(namespace, lock_timeout=lock_timeout)
+    async with publisher:
+        for uid in uids:
+            dropped = wool.WorkerMetadata(uid=uid, address="", pid=0, version="")
+            await publisher.publish("worker-dropped", dropped)
+    try:
+        os.truncate(notify_path(namespace), 0)
+    except OSError as error:  # the drop stands; default wool clients notice it later
+        log.warning("namespace %s: cannot wake its subscribers: %s", namespace, error)
+    return DropResult.PUBLISHED
+
+
+class Dropper:
+    """Publishes the drop of stopped workers in ``namespaces`` (LocalDiscovery)."""
+
+    def __init__(
+        self, namespaces: Sequence[str], *, lock_timeout: float = DROP_LOCK_TIMEOUT
+    ) -> None:
+        self.namespaces = tuple(namespaces)
+        self.lock_timeout = lock_timeout
+
+    async def drop(self, address: str) -> DropResult:
+        """Drop the worker at ``address`` wherever it is listed, and log the outcome in
+        one line; never raises but for cancellation. ``published`` if any namespace
+        held it and took the drop."""
+        results = {ns: await self._drop_in(ns, address) for ns in self.namespaces}
+        result = min(results.values(), key=_RANK.index, default=DropResult.NOT_FOUND)
+        where = ", ".join(f"local:{ns} {outcome.value}" for ns, outcome in results.items())
+        level = logging.INFO if result is DropResult.PUBLISHED else logging.WARNING
+        log.log(level, "worker %s: drop %s (%s)", address, result.value, where)
+        return result
+
+    async def _drop_in(self, namespace: str, address: str) -> DropResult:
+        try:
+            return await drop_in(namespace, address, lock_timeout=self.lock_timeout)
+        except FileNotFoundError:  # the namespace went away between the read and the drop
+            return DropResult.NAMESPACE_MISSING
+        except TimeoutError:
+            return DropResult.LOCK_TIMEOUT
+        except Exception as error:
+            log.warning(
+                "worker %s: drop in local:%s failed: %s: %s",
+                address,
+                namespace,
+                type(error).__name__,
+                error,
+            )
+            return DropResult.FAILED
+
+
+_RANK: Final = (
+    DropResult.PUBLISHED,
+    DropResult.FAILED,
+    DropResult.LOCK_TIMEOUT,
+    DropResult.NAMESPACE_MISSING,
+    DropResult.NOT_FOUND,
+)
+"""Which namespace's result a drop reports: a publication, else the failure
+that most likely left the worker listed."""
