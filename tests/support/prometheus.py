@@ -26,10 +26,8 @@ def free_port() -> int:
 def hashmod(value: str, modulus: int) -> int:
     """Prometheus's ``hashmod`` relabel action on one source label's ``value``: the
     last 8 bytes of its MD5 as a big-endian integer, modulo ``modulus``."""
-    return (
-        int.from_bytes(hashlib.md5(value.encode(), usedforsecurity=False).digest()[8:], "big")
-        % modulus
-    )
+    digest = hashlib.md5(value.encode(), usedforsecurity=False).digest()
+    return int.from_bytes(digest[8:], "big") % modulus
 
 
 def shipped_config(path: Path, addresses: Mapping[str, str]) -> dict[str, Any]:
@@ -110,11 +108,6 @@ class PrometheusServer:
         body = self.api("query", query=expr)
         assert body["status"] == "success", body
         return body["data"]["result"]
-
-    def target_labels(self) -> list[dict[str, str]]:
-        """The labels of every active target, after relabelling."""
-        targets = self.api("targets", state="active")["data"]["activeTargets"]
-        return [target["labels"] for target in targets]
 
     def firing(self, alertname: str) -> set[str]:
         alerts = self.api("alerts")["data"]["alerts"]
