@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import socket
@@ -9,14 +10,35 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def hashmod(value: str, modulus: int) -> int:
+    """Prometheus's ``hashmod`` relabel action on one source label's ``value``: the
+    last 8 bytes of its MD5 as a big-endian integer, modulo ``modulus``."""
+    digest = hashlib.md5(value.encode(), usedforsecurity=False).digest()
+    return int.from_bytes(digest[8:], "big") % modulus
+
+
+def shipped_config(path: Path, addresses: Mapping[str, str]) -> dict[str, Any]:
+    """The Prometheus config file at ``path`` with each placeholder address of
+    ``addresses`` (which must all occur in it) replaced by the address it maps to."""
+    text = path.read_text()
+    for placeholder, address in addresses.items():
+        assert placeholder in text, f"{path.name} no longer mentions {placeholder}"
+        text = text.replace(placeholder, address)
+    config: dict[str, Any] = yaml.safe_load(text)
+    return config
 
 
 class PrometheusServer:
