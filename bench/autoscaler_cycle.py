@@ -23,7 +23,7 @@ from collections.abc import Callable
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.support import machine
+from bench.support import machine, verdict
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import parse_exposition, parse_query_responses
@@ -31,6 +31,8 @@ from wool_idle.exporter.collector import ProbeCollector
 from wool_idle.exporter.probe import ErrorReason, ProbeResult
 from wool_idle.exporter.targets import Target
 
+GOAL = 1.5
+"""Cycle / parse floor, median, for either input."""
 RULE = PolicySettings(max_idle=600.0, min_workers=10, max_stops_per_cycle=5)
 
 
@@ -125,8 +127,9 @@ def main() -> None:
     for key, seconds in median.items():
         print(f"  {key:>10}: median {seconds * 1e3:8.1f} ms")
     print("ratios (cycle / parse floor, median):")
-    print(f"  exposition text: {median['text'] / median['text_floor']:.2f}x")
-    print(f"  Prometheus API JSON: {median['json'] / median['json_floor']:.2f}x")
+    for name, key in (("exposition text", "text"), ("Prometheus API JSON", "json")):
+        ratio = median[key] / median[f"{key}_floor"]
+        print(f"  {name}: {ratio:.2f}x {verdict(ratio, GOAL)}")
 
 
 if __name__ == "__main__":
