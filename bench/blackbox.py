@@ -1,12 +1,16 @@
 """Exporter CPU beside blackbox_exporter's, per round over the same fleet.
 
-    python -m bench.blackbox [--workers 1000] [--rounds 9] [--concurrency 8]
-                             [--adhoc] [--quick]
+    python -m bench.blackbox [--workers 1000] [--rounds 9] [--rate 250]
+                             [--concurrency 8] [--adhoc] [--quick]
 
 One simulated fleet (bench.fleet, which also serves grpc.health.v1) and
-three exporters' modes, each a round of work for the same HTTP client
-(aiohttp, Prometheus's scrape headers, keep-alive, ``--concurrency``
-requests in flight):
+three modes of covering it, each a round of work for the same HTTP client
+(aiohttp, Prometheus's scrape headers, keep-alive). Requests start at
+``--rate`` per second with at most ``--concurrency`` in flight, because
+Prometheus spreads its scrapes of many targets over the interval: each
+request then meets an exporter that has gone quiet, as in production
+(``--rate 0`` sends them back to back, which flatters both exporters'
+per-request costs and changes the ratios; see docs/benchmarks.md):
 
 - ``blackbox /probe``: Debian's blackbox_exporter, grpc prober (a new
   connection per probe, as it does), one ``/probe?target=`` per worker;
@@ -69,14 +73,23 @@ def idle_series(body: bytes) -> int:
     return body.count(b"\nwool_worker_idle_seconds{")
 
 
-async def run_round(session: aiohttp.ClientSession, mode: Mode, lanes: int) -> int:
-    """Issue every request of ``mode`` with ``lanes`` in flight; workers answered."""
+async def run_round(
+    session: aiohttp.ClientSession, mode: Mode, lanes: int, rate: float | None
+) -> int:
+    """Issue every request of ``mode`` with up to ``lanes`` in flight, starting at
+    most ``rate`` per second (None: back to back); workers answered."""
     pending: Iterator[str] = iter(mode.urls)
     answered = 0
+    loop = asyncio.get_running_loop()
+    next_start = loop.time()
 
     async def lane() -> None:
-        nonlocal answered
+        nonlocal answered, next_start
         for url in pending:
+            if rate is not None:
+                now = loop.time()
+                start, next_start = max(now, next_start), max(now, next_start) + 1 / rate
+                await asyncio.sleep(start - now)
             async with session.get(url, headers=PROMETHEUS_HEADERS) as response:
                 body = await response.read()
                 if response.status == 200:
@@ -87,7 +100,7 @@ async def run_round(session: aiohttp.ClientSession, mode: Mode, lanes: int) -> i
 
 
 async def measure(
-    modes: list[Mode], rounds: int, warmups: int, lanes: int
+    modes: list[Mode], rounds: int, warmups: int, lanes: int, rate: float | None
 ) -> dict[str, list[tuple[float, int]]]:
     """Per mode, (CPU seconds, workers answered) for each measured round."""
     results: dict[str, list[tuple[float, int]]] = {mode.name: [] for mode in modes}
@@ -97,7 +110,7 @@ async def measure(
             shift = index % len(modes)
             for mode in modes[shift:] + modes[:shift]:
                 before = cpu_seconds(mode.pid)
-                answered = await run_round(session, mode, lanes)
+                answered = await run_round(session, mode, lanes, rate)
                 await asyncio.sleep(0.05)  # let the process finish what the round left
                 if index >= warmups:
                     results[mode.name].append((cpu_seconds(mode.pid) - before, answered))
@@ -109,6 +122,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=250.0,
+        help="requests started per second, spread as Prometheus spreads its scrapes "
+        "(0: back to back)",
+    )
     parser.add_argument("--adhoc", action="store_true", help="add the no-targets-file mode")
     parser.add_argument("--quick", action="store_true", help="100 workers, 2 rounds")
     args = parser.parse_args()
@@ -122,8 +142,9 @@ def main() -> None:
             try:
                 print(
                     f"machine: {machine()}; {blackbox.version()}; {workers} workers, "
-                    f"{rounds} rounds (+{warmups} warm-up), {args.concurrency} requests "
-                    "in flight"
+                    f"{rounds} rounds (+{warmups} warm-up), at most {args.concurrency} "
+                    f"requests in flight, "
+                    + (f"{args.rate:g} started per second" if args.rate else "back to back")
                 )
                 modes = [
                     Mode(
@@ -150,7 +171,8 @@ def main() -> None:
                         )
                     )
                 started = time.monotonic()
-                results = asyncio.run(measure(modes, rounds, warmups, args.concurrency))
+                rate = args.rate or None
+                results = asyncio.run(measure(modes, rounds, warmups, args.concurrency, rate))
                 elapsed = time.monotonic() - started
                 rss = {m.name: rss_mib(m.pid) for m in modes}
             finally:
