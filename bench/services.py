@@ -67,10 +67,6 @@ class Fleet:
             self.close()
             raise
 
-    @property
-    def pids(self) -> list[int]:
-        return [shard.process.pid for shard in self.shards]
-
     def calls(self) -> dict[str, Any]:
         """Idle calls since the last ask: ``{"calls": total, "peers": {peer: count}}``."""
         peers: Counter[str] = Counter()
@@ -94,7 +90,25 @@ def free_port() -> int:
         return port
 
 
-class Exporter:
+class _Process:
+    """A server process of the bench: its pid, and how it is stopped."""
+
+    process: subprocess.Popen[Any]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Exporter(_Process):
     """``wool-idle exporter`` on a free port, with ``addresses`` in its targets file
     (None: no targets file, so every ``/probe`` target is ad hoc)."""
 
@@ -105,7 +119,6 @@ class Exporter:
         *,
         concurrency: int = 256,
         timeout: str = "10s",
-        extra: Sequence[str] = (),
     ) -> None:
         command = [
             sys.executable,
@@ -120,7 +133,6 @@ class Exporter:
             timeout,
             "--log.level",
             "warning",
-            *extra,
         ]
         if addresses is not None:
             targets = directory / f"targets-{len(addresses)}.json"
@@ -134,23 +146,11 @@ class Exporter:
             raise RuntimeError("the exporter exited before serving")
         self.base = self.metrics_url.removesuffix("/metrics")
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
     def probe_url(self, address: str) -> str:
         return f"{self.base}/probe?target={address}"
 
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
-
-class Blackbox:
+class Blackbox(_Process):
     """Debian's blackbox_exporter on a free port, with one grpc module for the fleet."""
 
     def __init__(self, directory: Path) -> None:
@@ -175,10 +175,6 @@ class Blackbox:
         )
         self._wait_ready()
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
     def probe_url(self, address: str) -> str:
         return f"{self.base}/probe?target={address}&module={BLACKBOX_MODULE}"
 
@@ -198,11 +194,3 @@ class Blackbox:
                 time.sleep(0.05)
         self.close()
         raise RuntimeError(f"{BLACKBOX} did not become healthy")
-
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
