@@ -23,9 +23,13 @@ pytest: $(STAMP) prometheus
 prometheus:
 	@scripts/ensure-prometheus
 
-bench: $(STAMP)
-	for name in exporter_fanout scrapers worker autoscaler_cycle; do \
-	  echo "### python -m bench.$$name"; $(BIN)/python -m bench.$$name || exit 1; done
+bench: $(STAMP) prometheus
+	@out=$$(mktemp -d); \
+	for name in exporter_fanout exporter_scale blackbox scrapers worker autoscaler_cycle; do \
+	  echo "### python -m bench.$$name"; \
+	  $(BIN)/python -m bench.$$name > $$out/$$name.txt || { cat $$out/$$name.txt; exit 1; }; \
+	  cat $$out/$$name.txt; done; \
+	echo "### every goal, from the runs above"; grep -h "goal" $$out/*.txt; rm -r $$out
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

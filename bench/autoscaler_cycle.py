@@ -25,7 +25,7 @@ from collections.abc import Callable
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.support import machine
+from bench.support import machine, verdict
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import parse_exposition, parse_query_responses
@@ -33,6 +33,8 @@ from wool_idle.exporter.collector import ProbeCollector
 from wool_idle.exporter.probe import ErrorReason, ProbeResult
 from wool_idle.exporter.targets import Target
 
+GOAL = 1.5
+"""Cycle / parse floor, median, for either input, grouped or not."""
 RULE = PolicySettings(max_idle=600.0, min_workers=10, max_stops_per_cycle=5)
 GROUPED = PolicySettings(max_idle=600.0, min_workers=10, max_stops_per_cycle=5, group_by=("pool",))
 
@@ -143,7 +145,11 @@ def main() -> None:
     for kind, label in (("text", "exposition text"), ("json", "Prometheus API JSON")):
         floor = median[f"{kind}_floor"]
         grouped = median[f"{kind}_grouped"] / floor
-        print(f"  {label}: {median[kind] / floor:.2f}x; grouped by pool: {grouped:.2f}x")
+        plain = median[kind] / floor
+        print(
+            f"  {label}: {plain:.2f}x {verdict(plain, GOAL)}; "
+            f"grouped by pool: {grouped:.2f}x {verdict(grouped, GOAL)}"
+        )
 
 
 if __name__ == "__main__":

@@ -12,44 +12,17 @@ ratios exporter/floor last.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-from bench.support import Child, cpu_seconds, machine, peak_rss_mib, summary
+from bench.services import Exporter, Fleet
+from bench.support import Child, cpu_seconds, machine, peak_rss_mib, summary, verdict
 
-
-def start_exporter(
-    addresses: list[str], concurrency: int, directory: Path
-) -> tuple[subprocess.Popen[str], str]:
-    targets = directory / "targets.json"
-    targets.write_text(json.dumps([{"targets": addresses}]))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wool_idle",
-            "exporter",
-            "--listen",
-            "127.0.0.1:0",
-            "--targets-file",
-            str(targets),
-            "--concurrency",
-            str(concurrency),
-            "--timeout",
-            "10s",
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().strip()
+GOAL = 1.15
+"""Exporter / floor, median latency, at the sizes in ``GOAL_SIZES``."""
+GOAL_SIZES = (1000, 3000)
 
 
 def scrape(url: str) -> float:
@@ -62,11 +35,12 @@ def scrape(url: str) -> float:
 
 
 def measure(size: int, scrapes: int, concurrency: int) -> dict[str, float]:
-    fleet = Child(["-m", "bench.fleet", "--workers", str(size)])
-    addresses = fleet.first["addresses"]
+    fleet = Fleet(size)
+    addresses = fleet.addresses
     floor = Child(["-m", "bench.floor", "--concurrency", str(concurrency), *addresses])
     with tempfile.TemporaryDirectory() as directory:
-        exporter, url = start_exporter(addresses, concurrency, Path(directory))
+        exporter = Exporter(addresses, Path(directory), concurrency=concurrency)
+        url = exporter.metrics_url
         try:
             for _ in range(2):  # warm up: channels open, code paths hot
                 scrape(url)
@@ -81,8 +55,7 @@ def measure(size: int, scrapes: int, concurrency: int) -> dict[str, float]:
             cpu = (cpu_seconds(exporter.pid) - cpu_before) / scrapes
             rss = peak_rss_mib(exporter.pid)
         finally:
-            exporter.terminate()
-            exporter.wait(timeout=30)
+            exporter.close()
             floor.close()
             fleet.close()
     median, worst = summary(latencies)
@@ -122,8 +95,10 @@ def main() -> None:
         )
     print("ratios (exporter / floor, median latency; cpu):")
     for r in rows:
+        latency = r["median"] / r["floor_median"]
+        goal = f" {verdict(latency, GOAL)}" if r["n"] in GOAL_SIZES else ""
         print(
-            f"  N={r['n']}: latency {r['median'] / r['floor_median']:.2f}x, "
+            f"  N={r['n']}: latency {latency:.2f}x{goal}, "
             f"cpu {r['cpu'] / r['floor_cpu']:.2f}x, "
             f"latency per target {r['median'] / r['n'] * 1e6:.0f} us"
         )

@@ -1,5 +1,9 @@
 """A simulated fleet: one process answering the idle RPC (and stop) on N ports.
 
+It also serves the standard health service (``grpc.health.v1.Health``, the
+whole server and the Worker service SERVING), as a real worker does, so
+blackbox_exporter's grpc prober can probe the same fleet.
+
 A bench helper, not a stand-in for real workers in tests: it lets a 2-core
 machine present 1,000+ workers. Usage::
 
@@ -21,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from wool_idle.proto import SERVICE, IdleTime, StopRequest, Void
 
@@ -57,6 +62,10 @@ async def serve(workers: int) -> None:
             )
         ]
     )
+    checks = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
+    for name in ("", SERVICE):
+        await checks.set(name, health_pb2.HealthCheckResponse.SERVING)
     ports = [server.add_insecure_port("127.0.0.1:0") for _ in range(workers)]
     await server.start()
     print(json.dumps({"addresses": [f"127.0.0.1:{p}" for p in ports]}), flush=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.exporter_fanout import start_exporter
-from bench.support import Child, cpu_seconds, machine
+from bench.services import Exporter, Fleet
+from bench.support import cpu_seconds, machine
 
 
 async def scraper(
@@ -57,17 +57,17 @@ def probe_errors(url: str) -> float:
 
 
 def run(workers: int, scrapers: int, seconds: float, spread: bool) -> dict[str, float]:
-    fleet = Child(["-m", "bench.fleet", "--workers", str(workers)])
-    addresses = fleet.first["addresses"]
+    fleet = Fleet(workers)
     with tempfile.TemporaryDirectory() as directory:
-        exporter, url = start_exporter(addresses, 256, Path(directory))
+        exporter = Exporter(fleet.addresses, Path(directory))
+        url = exporter.metrics_url
         try:
             errors: list[str] = []
 
             async def all_scrapers() -> list[int]:
                 async with aiohttp.ClientSession() as session:
                     await session.get(url)  # warm up
-                    fleet.ask()  # reset the counts
+                    fleet.calls()  # reset the counts
                     offsets = [i / scrapers if spread else 0.0 for i in range(scrapers)]
                     return await asyncio.gather(
                         *(scraper(session, url, o, seconds, errors) for o in offsets)
@@ -77,11 +77,10 @@ def run(workers: int, scrapers: int, seconds: float, spread: bool) -> dict[str, 
             counts = asyncio.run(all_scrapers())
             elapsed = time.monotonic() - started
             cpu = cpu_seconds(exporter.pid) - cpu_before
-            calls = fleet.ask()
+            calls = fleet.calls()
             errors_total = probe_errors(url)
         finally:
-            exporter.terminate()
-            exporter.wait(timeout=30)
+            exporter.close()
             fleet.close()
     per_peer = list(calls["peers"].values())
     return {

@@ -32,8 +32,17 @@ def cpu_seconds(pid: int) -> float:
 
 def peak_rss_mib(pid: int) -> float:
     """Peak resident set size of ``pid`` in MiB."""
+    return _status_mib(pid, "VmHWM:")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of ``pid`` now, in MiB."""
+    return _status_mib(pid, "VmRSS:")
+
+
+def _status_mib(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -83,3 +92,8 @@ class Child:
 def summary(samples: Sequence[float]) -> tuple[float, float]:
     """(median, max)."""
     return statistics.median(samples), max(samples)
+
+
+def verdict(ratio: float, goal: float) -> str:
+    """``(goal <= 0.33x: met)`` or ``... not met``."""
+    return f"(goal <= {goal:.2f}x: {'met' if ratio <= goal else 'not met'})"

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = ["exporter_fanout", "scrapers", "worker", "autoscaler_cycle"]
+BENCHMARKS = [
+    "exporter_fanout",
+    "exporter_scale",
+    "blackbox",
+    "scrapers",
+    "worker",
+    "autoscaler_cycle",
+]
 
 pytestmark = pytest.mark.e2e
 
