@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from pathlib import Path
 
 import pytest
 from support.processes import processes_with_marker, run_cli
@@ -55,6 +56,19 @@ class TestDemo:
         # Assert
         assert result.returncode == 2
         assert result.stderr.startswith("wool-idle demo: error: argument --client-after")
+
+    def test_demo_without_wool_exits_2_saying_what_to_install(self, tmp_path: Path) -> None:
+        """Given an interpreter where the wool package cannot be imported, when the demo
+        starts, then it exits 2 with one line naming the extra to install."""
+        # Arrange
+        (tmp_path / "wool").mkdir()
+        (tmp_path / "wool" / "__init__.py").write_text("raise ImportError('no wool here')\n")
+        # Act
+        result = run_cli(["demo"], env={"PYTHONPATH": str(tmp_path)})
+        # Assert
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "pip install 'wool-idle[wool]'" in result.stderr
 
 
 class TestBoard:

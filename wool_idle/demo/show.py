@@ -36,7 +36,7 @@ class Demo:
 
     def __init__(self, settings: DemoSettings) -> None:
         self.settings = settings
-        self.namespace = f"wool-idle-demo-{uuid.uuid4().hex[:8]}"
+        self.namespace = f"demo-{uuid.uuid4().hex[:8]}"
         self.log_dir = Path(tempfile.mkdtemp(prefix="wool-idle-demo-"))
         self.processes = Processes(self.namespace, self.log_dir)
         self.board = Board(decision_ttl=2 * settings.interval)
@@ -81,13 +81,12 @@ class Demo:
         )
         decisions_url = autoscaler_url.replace("/metrics", "/decisions")
         self.banner = (
-            f"wool namespace {self.namespace}: {settings.hot} {HOT} + {settings.cold} {COLD}"
-            f" workers (LocalDiscovery)\n"
-            f"exporter:   {exporter_url}  (following {local}; targets: "
-            f"{exporter_url.replace('/metrics', '/sd')})\n"
-            f"autoscaler: {autoscaler_url}  (decisions: {decisions_url})\n"
-            f"  --group-by {TAGS_LABEL} --min-workers 1 --max-idle {settings.max_idle:g}s"
-            f" --wool-discovery {local}\n"
+            f"wool pools: namespace {self.namespace} (LocalDiscovery),"
+            f" {settings.hot} {HOT} + {settings.cold} {COLD} workers\n"
+            f"exporter:   {exporter_url}  (--wool-discovery {local})\n"
+            f"autoscaler: {autoscaler_url}  (and /decisions)\n"
+            f"            --group-by {TAGS_LABEL} --min-workers 1"
+            f" --max-idle {settings.max_idle:g}s --wool-discovery {local}\n"
             f"logs:       {self.log_dir}\n"
         )
         print(self.banner, flush=True)
@@ -138,7 +137,8 @@ class Demo:
         ).rstrip()
         text = render(rows, heading, self._client_line())
         if self.interactive:
-            sys.stdout.write(f"\x1b[H\x1b[J{self.banner}\n{text}\n\nCtrl-C to stop.\n")
+            hint = "stopping…" if final else "Ctrl-C to stop."
+            sys.stdout.write(f"\x1b[H\x1b[J{self.banner}\n{text}\n\n{hint}\n")
         else:
             changes = [(r.worker, r.state, r.decision) for r in rows]
             if changes == self.shown and not final:
@@ -164,11 +164,11 @@ class Demo:
         print(f"retired idle workers: {len(retired)} ({', '.join(retired) or 'none'})")
         print(f"workers left: {'; '.join(kept) or 'none'}")
         print(self._client_line() if counts else f"wool client on {HOT}: did not start")
-        names = ", ".join(child.name for child in self.processes.children)
         if left:
             print(f"child processes left: {', '.join(left)} (killed)")
         else:
-            print(f"child processes left: none ({names} and their workers all exited)")
+            count = len(self.processes.children)
+            print(f"child processes left: none (all {count} and their workers exited)")
         print(f"logs: {self.log_dir}")
         lost = counts is not None and (counts.failed or counts.submitted != counts.completed)
         return 1 if lost or left or not started else 0
