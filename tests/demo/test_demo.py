@@ -48,6 +48,23 @@ class TestDemo:
         assert summary_line(out, "child processes left: ").startswith("child processes left: none")
         assert processes_with_marker(marker) == []
 
+    @pytest.mark.e2e
+    def test_demo_child_not_ready_stops_the_rest_and_exits_1(self) -> None:
+        """Given an environment that makes the exporter exit at start (a bad
+        WOOL_IDLE_CONCURRENCY, which the children inherit), when the demo runs, then it
+        says which process did not start, stops the wool processes already started,
+        leaves no process behind and exits 1."""
+        # Arrange
+        marker = f"WOOL_IDLE_DEMO_TEST={uuid.uuid4()}"
+        name, value = marker.split("=")
+        # Act
+        result = run_cli(["demo"], timeout=120, env={name: value, "WOOL_IDLE_CONCURRENCY": "x"})
+        # Assert
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "did not start: wool-idle exporter exited with status 2" in result.stderr
+        assert "child processes left: none" in result.stdout
+        assert processes_with_marker(marker) == []
+
     def test_demo_rejects_client_after_not_below_duration(self) -> None:
         """Given --client-after equal to --duration, when the demo starts, then it exits 2
         naming --client-after, before starting anything."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from wool_idle.demo.settings import COLD, HOT
 from wool_idle.discovery.drop import notify_path
 from wool_idle.discovery.local import segment_name
 from wool_idle.worker.process import kill_and_reap, spawn_ready
@@ -83,7 +84,7 @@ class Processes:
     async def start_wool(self, hot: int, cold: int) -> None:
         """The namespace holder, then a pool per tag."""
         await self.start("holder", ["hold", self.namespace], module=POOLS)
-        for tag, workers in (("hot", hot), ("cold", cold)):
+        for tag, workers in ((HOT, hot), (COLD, cold)):
             options = ["--tag", tag, "--workers", str(workers)]
             await self.start(f"{tag} pool", ["serve", self.namespace, *options], module=POOLS)
 

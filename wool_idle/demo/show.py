@@ -46,24 +46,26 @@ class Demo:
         self.shown: object = None
 
     async def run(self) -> int:
-        """Run until the duration is over or a signal; 0 if the client lost no task
-        and no process is left, else 1."""
+        """Run until the duration is over or a signal; 0 if every process started,
+        the client lost no task and no process is left, else 1."""
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, done.set)
-        started = False
+        failure = ""
         try:
             exporter_url, decisions_url = await self._start()
-            started = True
             async with aiohttp.ClientSession() as session:
-                source = ExporterSource(session, exporter_url, (), READ_TIMEOUT, (TAGS_LABEL,))
+                source = ExporterSource(
+                    session, exporter_url, (), READ_TIMEOUT, group_by=(TAGS_LABEL,)
+                )
                 await self._watch(source, session, decisions_url, done)
         except (TimeoutError, RuntimeError) as error:  # a child did not get ready
-            print(f"the demo could not start: {error}", file=sys.stderr)
+            failure = str(error)
+            print(f"a process of the demo did not start: {failure}", file=sys.stderr)
         finally:
             left = await self.processes.stop()
-        return self._summary(left, started=started)
+        return self._summary(left, failed=bool(failure))
 
     async def _start(self) -> tuple[str, str]:
         """The wool fleet, the exporter following it, the autoscaler; their URLs."""
@@ -156,10 +158,10 @@ class Demo:
             f" failed={counts.failed}"
         )
 
-    def _summary(self, left: list[str], *, started: bool) -> int:
+    def _summary(self, left: list[str], *, failed: bool) -> int:
         """Print who was retired, what is left, the client's counts and the leftovers."""
         board, counts = self.board, self.processes.client
-        retired = [f"{worker} {board.tags[worker]}" for worker in board.retired]
+        retired = [f"{worker} {board.tags.get(worker, '-')}" for worker in board.retired]
         kept = [f"{tags} {len(ws)} ({', '.join(ws)})" for tags, ws in board.left().items()]
         print(f"retired idle workers: {len(retired)} ({', '.join(retired) or 'none'})")
         print(f"workers left: {'; '.join(kept) or 'none'}")
@@ -171,4 +173,4 @@ class Demo:
             print(f"child processes left: none (all {count} and their workers exited)")
         print(f"logs: {self.log_dir}")
         lost = counts is not None and (counts.failed or counts.submitted != counts.completed)
-        return 1 if lost or left or not started else 0
+        return 1 if lost or left or failed else 0
