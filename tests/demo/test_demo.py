@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -47,6 +48,7 @@ class TestDemo:
         assert failed == 0 and submitted == completed > 0
         assert summary_line(out, "child processes left: ").startswith("child processes left: none")
         assert processes_with_marker(marker) == []
+        shutil.rmtree(summary_line(out, "logs: ").removeprefix("logs: "))
 
     @pytest.mark.e2e
     def test_demo_child_not_ready_stops_the_rest_and_exits_1(self) -> None:
@@ -64,6 +66,7 @@ class TestDemo:
         assert "did not start: wool-idle exporter exited with status 2" in result.stderr
         assert "child processes left: none" in result.stdout
         assert processes_with_marker(marker) == []
+        shutil.rmtree(summary_line(result.stdout, "logs: ").removeprefix("logs: "))
 
     def test_demo_rejects_client_after_not_below_duration(self) -> None:
         """Given --client-after equal to --duration, when the demo starts, then it exits 2
