@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint pytest prometheus bench clean
 
+# One virtualenv for both commands: the demo needs the wool extra (it runs real
+# wool pools), the tests need it and the test extra; installing both at once
+# keeps one stamp, so `make test` after `make demo` installs nothing more.
 demo: $(STAMP)
 	$(BIN)/wool-idle demo
 

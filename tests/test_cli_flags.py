@@ -168,9 +168,10 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     ([*SCALE, "--log-format", "yaml"], "--log-format"),
     ([*SCALE, "--log-level", "loud"], "--log-level"),
     # demo
-    (["demo", "--workers", "1"], "--workers"),
-    (["demo", "--busy", "0"], "--busy"),
-    (["demo", "--workers", "3", "--busy", "3"], "--busy"),
+    (["demo", "--hot", "0"], "--hot"),
+    (["demo", "--cold", "many"], "--cold"),
+    (["demo", "--client-after", "-1s"], "--client-after"),
+    (["demo", "--duration", "10s", "--client-after", "10s"], "--client-after"),
     (["demo", "--max-idle", "0"], "--max-idle"),
     (["demo", "--duration", "-1"], "--duration"),
     (["demo", "--refresh", "0"], "--refresh"),

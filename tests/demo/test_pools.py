@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 from support.wool_pools import WoolFleet
+
+from wool_idle.demo.fleet import POOLS
+from wool_idle.worker.process import spawn_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -23,3 +29,27 @@ class TestPools:
         # Assert
         assert counts["failed"] == 0
         assert counts["completed"] == counts["submitted"] > 0
+
+    async def test_client_until_sigterm_reports_progress_and_final_counts(self) -> None:
+        """Given a held namespace with a hot pool of 1 and a client started through
+        spawn_ready with no end (--seconds 0) and --progress, when it has reported two
+        tasks and gets SIGTERM, then it ends after the task in flight, exits 0, and its
+        last line counts every task it submitted as completed."""
+        async with WoolFleet() as fleet:
+            # Arrange
+            await fleet.hold()
+            await fleet.serve("hot", 1)
+            options = ["--tag", "hot", "--seconds", "0", "--progress", "--interval", "0.05"]
+            ready = await spawn_ready(["client", fleet.namespace, *options], module=POOLS)
+            client = ready.process
+            assert client.stdout is not None
+            progress = [json.loads(await client.stdout.readline()) for _ in range(2)]
+            # Act
+            client.terminate()
+            output, _ = await asyncio.wait_for(client.communicate(), 30)
+        # Assert
+        final = json.loads(output.decode().splitlines()[-1])
+        assert ready.line == f"client on hot workers of {fleet.namespace}"
+        assert [p["submitted"] for p in progress] == [1, 2]
+        assert client.returncode == 0
+        assert final["submitted"] == final["completed"] >= 2 and final["failed"] == 0

@@ -9,11 +9,13 @@
   the namespace (``LocalDiscovery``, or ``LanDiscovery`` with ``--lan IP``),
   until SIGTERM; then it drops and stops its workers.
 - ``client``: a wool client dispatching ``whoami`` to workers tagged ``--tag``
-  every ``--interval`` for ``--seconds``, polling discovery (wool's change
-  notifications are missed otherwise); it never owns the namespace.
+  every ``--interval`` for ``--seconds`` (0: until SIGTERM), polling discovery
+  (wool's change notifications are missed otherwise); it never owns the
+  namespace. SIGTERM ends it after the task in flight.
 
 Each prints one ready line once up; ``client`` prints its counts as JSON
-(``{"submitted": n, "completed": n, "failed": n}``) when done.
+(``{"submitted": n, "completed": n, "failed": n}``) when done, and with
+``--progress`` also after every task.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import functools
 import json
+import math
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -49,12 +53,17 @@ def _has_tag(tag: str) -> Callable[[Any], bool]:
     return lambda metadata: tag in metadata.tags
 
 
-async def _until_signal() -> None:
+def _stop_on_signal() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
+    return stop
+
+
+async def _until_signal() -> None:
+    await _stop_on_signal().wait()
 
 
 async def hold(args: argparse.Namespace) -> None:
@@ -89,11 +98,12 @@ async def client(args: argparse.Namespace) -> None:
             _has_tag(args.tag), poll_interval=POLL_INTERVAL
         )
     counts: collections.Counter[str] = collections.Counter(submitted=0, completed=0, failed=0)
+    stop = _stop_on_signal()
     loop = asyncio.get_running_loop()
     async with wool.WorkerProxy(discovery=subscriber, quorum_timeout=args.quorum_timeout):
         print(f"client on {args.tag} workers of {args.namespace}", flush=True)
-        end = loop.time() + args.seconds
-        while loop.time() < end:
+        end = loop.time() + args.seconds if args.seconds else math.inf
+        while loop.time() < end and not stop.is_set():
             counts["submitted"] += 1
             try:
                 await whoami(args.task_seconds)
@@ -101,7 +111,10 @@ async def client(args: argparse.Namespace) -> None:
             except Exception as error:  # a lost task is what the caller counts, whatever it is
                 counts["failed"] += 1
                 print(f"task failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-            await asyncio.sleep(args.interval)
+            if args.progress:
+                print(json.dumps(dict(counts)), flush=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.interval)
     print(json.dumps(dict(counts)), flush=True)
 
 
@@ -120,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=0.25)
     parser.add_argument("--task-seconds", type=float, default=0.0)
     parser.add_argument("--quorum-timeout", type=float, default=10.0)
+    parser.add_argument("--progress", action="store_true", help="client: counts after each task")
     args = parser.parse_args(argv)
     if args.lan:
         loopback_zeroconf(args.lan)

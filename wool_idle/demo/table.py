@@ -1,81 +1,102 @@
-"""The demo's live table: one row per worker, from the exporter and the autoscaler."""
+"""The demo's live table: one row per worker ever seen, from the exporter's
+readings (parsed by the autoscaler's own exporter source, with each worker's
+``wool_tags``) and the autoscaler's decision log (``/decisions``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from wool_idle.contract import IDLE_SECONDS, UP, WORKER_LABEL
+from wool_idle.autoscaler.policy import Reading
 
 BETWEEN_TASKS: Final = 0.5
 """Idle for less than this reads as busy: a worker fed back-to-back tasks is idle
 for milliseconds between them."""
+STOPPED: Final = "stopped"
+"""The decision log's result of an accepted stop."""
 
 
 @dataclass(frozen=True)
 class Row:
     worker: str
-    role: str
+    tags: str
     state: str
     idle: str
     decision: str
 
 
-def idle_by_worker(exposition: str) -> tuple[dict[str, float], dict[str, float]]:
-    """(idle seconds, up) by worker from the exporter's text."""
-    idle: dict[str, float] = {}
-    up: dict[str, float] = {}
-    for family in text_string_to_metric_families(exposition):
-        for sample in family.samples:
-            worker = sample.labels.get(WORKER_LABEL)
-            if worker is None:
-                continue
-            if sample.name == IDLE_SECONDS:
-                idle[worker] = sample.value
-            elif sample.name == UP:
-                up[worker] = sample.value
-    return idle, up
+class Board:
+    """What the demo knows of each worker, kept across refreshes: its tags, its
+    latest reading (``None`` once the exporter no longer lists it), the
+    autoscaler's decision, and whether the autoscaler retired it.
 
+    The autoscaler logs only the decisions that block or stop, so a decision
+    more than ``decision_ttl`` seconds older than the newest one is shown as
+    none: the worker was not held back since (it was busy, say)."""
 
-def last_decisions(decisions: Sequence[Mapping[str, object]]) -> dict[str, str]:
-    """The latest decision per worker, as short text."""
-    latest: dict[str, str] = {}
-    for entry in decisions:
-        outcome = entry.get("result") or entry.get("verdict")
-        latest[str(entry.get("worker"))] = str(outcome)
-    return latest
+    def __init__(self, decision_ttl: float) -> None:
+        self.decision_ttl = decision_ttl
+        self.tags: dict[str, str] = {}
+        self.readings: dict[str, Reading] = {}
+        self.decisions: dict[str, tuple[float, str]] = {}
+        self.newest = 0.0
+        self.retired: list[str] = []
 
+    def read_exporter(self, readings: Iterable[Reading]) -> None:
+        """Take the exporter's current workers (grouped by their tags)."""
+        self.readings = {reading.worker: reading for reading in readings}
+        for worker, reading in self.readings.items():
+            self.tags.setdefault(worker, ",".join(reading.group))
 
-def rows(
-    roles: Mapping[str, str],
-    exited: Mapping[str, bool],
-    idle: Mapping[str, float],
-    decisions: Mapping[str, str],
-) -> list[Row]:
-    """One row per worker in ``roles`` order."""
-    table = []
-    for worker, role in roles.items():
-        if exited.get(worker):
-            state, shown = "stopped", "-"
-        elif worker not in idle:
-            state, shown = "unknown", "-"
+    def read_decisions(self, records: Sequence[Mapping[str, object]]) -> None:
+        """Take the autoscaler's decision log (newest last); a stop stays known after
+        its record left the bounded log."""
+        for record in records:
+            worker, result = str(record.get("worker")), record.get("result")
+            stamp = record.get("time")
+            when = float(stamp) if isinstance(stamp, int | float) else 0.0
+            self.decisions[worker] = (when, str(result or record.get("verdict")))
+            self.newest = max(self.newest, when)
+            if result == STOPPED and worker not in self.retired:
+                self.retired.append(worker)
+
+    def left(self) -> dict[str, list[str]]:
+        """The workers up and not retired, by tags."""
+        by_tags: dict[str, list[str]] = {}
+        for worker, reading in self.readings.items():
+            if reading.up and worker not in self.retired:
+                by_tags.setdefault(self.tags[worker], []).append(worker)
+        return dict(sorted(by_tags.items()))
+
+    def rows(self) -> list[Row]:
+        """One row per worker, by tags, then in the order first seen."""
+        order = sorted(self.tags, key=lambda worker: self.tags[worker])
+        return [self._row(worker) for worker in order]
+
+    def _row(self, worker: str) -> Row:
+        reading = self.readings.get(worker)
+        idle = "-"
+        if worker in self.retired:
+            state = "retired"
+        elif reading is None:
+            state = "gone"
+        elif not reading.up:
+            state = "down"
+        elif reading.idle is None:
+            state = "unknown"
         else:
-            state = "busy" if idle[worker] < BETWEEN_TASKS else "idle"
-            shown = f"{idle[worker]:6.1f}"
-        table.append(Row(worker, role, state, shown, decisions.get(worker, "-")))
-    return table
+            state = "busy" if reading.idle < BETWEEN_TASKS else "idle"
+            idle = f"{reading.idle:6.1f}"
+        when, decision = self.decisions.get(worker, (0.0, "-"))
+        if when < self.newest - self.decision_ttl and state != "retired":
+            decision = "-"
+        return Row(worker, self.tags[worker] or "-", state, idle, decision)
 
 
-def render(table: Sequence[Row], elapsed: float, max_idle: float) -> str:
-    """The table as text with a heading."""
-    header = f"{'worker':<22} {'role':<6} {'state':<8} {'idle s':>7}  autoscaler's last decision"
-    lines = [
-        f"wool-idle demo  t={elapsed:5.1f}s  retire after {max_idle:g}s idle",
-        header,
-        "-" * len(header),
-    ]
-    lines += [f"{r.worker:<22} {r.role:<6} {r.state:<8} {r.idle:>7}  {r.decision}" for r in table]
-    return "\n".join(lines)
+def render(rows: Sequence[Row], heading: str, footer: str) -> str:
+    """The table as text between ``heading`` and ``footer``."""
+    header = f"{'worker':<22} {'tags':<6} {'state':<8} {'idle s':>7}  autoscaler's decision"
+    lines = [heading, header, "-" * len(header)]
+    lines += [f"{r.worker:<22} {r.tags:<6} {r.state:<8} {r.idle:>7}  {r.decision}" for r in rows]
+    return "\n".join([*lines, footer])

@@ -34,19 +34,21 @@ async def spawn_ready(
     stderr: IO[bytes] | None = None,
     env: Mapping[str, str] | None = None,
     new_session: bool = False,
+    module: str = "wool_idle",
 ) -> ReadyProcess:
     """Run ``wool-idle ARGS`` (this interpreter) and return once it printed a line.
 
     ``stderr`` receives the child's log (discarded by default); ``env`` is added
     to this process's environment; ``new_session`` detaches the child from the
-    terminal's signals. Raises ``TimeoutError`` if no line comes within
-    ``timeout`` seconds and ``RuntimeError`` if the child exits first; in both
-    cases, and on cancellation, the child is killed and reaped.
+    terminal's signals (it then leads a process group of its own); ``module``
+    runs ``python -m MODULE ARGS`` instead. Raises ``TimeoutError`` if no line
+    comes within ``timeout`` seconds and ``RuntimeError`` if the child exits
+    first; in both cases, and on cancellation, the child is killed and reaped.
     """
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wool_idle",
+        module,
         *args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -55,7 +57,8 @@ async def spawn_ready(
         start_new_session=new_session,
     )
     assert process.stdout is not None
-    name = f"wool-idle {args[0]}" if args else "wool-idle"
+    command = "wool-idle" if module == "wool_idle" else module
+    name = f"{command} {args[0]}" if args else command
     try:
         try:
             line = await asyncio.wait_for(process.stdout.readline(), timeout)
