@@ -29,13 +29,13 @@ class TestWorkerIdleReporting:
 
     async def test_idle_zero_while_busy(self, start_server, transport, tmp_path: Path) -> None:
         """Given a real worker with one in-flight routine, when idle_time is polled,
-        then it reports zero while the docket is non-empty."""
+        then it reports zero while the in-flight set is non-empty."""
         # Arrange
         server = await start_server(transport.listen, tls=transport.server_tls)
         gate = tmp_path / "gate"
         async with WorkerConnection(server.address, tls=transport.client_tls) as connection:
             running = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
-            while not len(server.service.docket):
+            while not len(server.service.in_flight):
                 await asyncio.sleep(0.005)
             # Act
             readings = [await connection.idle_time() for _ in range(3)]

@@ -147,7 +147,7 @@ async def _serve(
 ) -> int:
     limit = args.max_in_flight
     service = WorkerService(
-        backpressure=(lambda s: len(s.docket) >= limit) if limit else None,
+        backpressure=(lambda s: len(s.in_flight) >= limit) if limit else None,
         authorization=authorization,
     )
     server = WorkerServer(args.listen, service, tls=tls)

@@ -23,7 +23,7 @@ import grpc
 from wool_idle.exceptions import OutcomeTooLarge, TaskCancelled
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
-from wool_idle.worker.docket import Docket
+from wool_idle.worker.in_flight import InFlightTasks
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,11 @@ class WorkerService:
         self,
         *,
         backpressure: Backpressure | None = None,
-        docket: Docket | None = None,
+        in_flight: InFlightTasks | None = None,
         authorization: MethodPolicy | None = None,
         max_outcome_bytes: int = MAX_OUTCOME_BYTES,
     ):
-        self.docket = docket if docket is not None else Docket()
+        self.in_flight = in_flight if in_flight is not None else InFlightTasks()
         self.authorization = authorization or MethodPolicy()
         self.max_outcome_bytes = max_outcome_bytes
         self.stopping = asyncio.Event()
@@ -66,9 +66,9 @@ class WorkerService:
         self._drain: asyncio.Task[None] | None = None
 
     async def idle(self, request: Void, context: Context) -> IdleTime:
-        """Answer the seconds since the docket last emptied (0 while busy), and
+        """Answer the seconds since the in-flight set last emptied (0 while busy), and
         that this worker honours the conditional stop."""
-        return IdleTime(seconds=self.docket.idle_seconds(), conditional_stop=True)
+        return IdleTime(seconds=self.in_flight.idle_seconds(), conditional_stop=True)
 
     async def stop(self, request: StopRequest, context: Context) -> Void:
         """Shut down with ``request.timeout`` as the grace, then answer.
@@ -78,7 +78,7 @@ class WorkerService:
         unless no task runs and the worker has been idle at least that long.
         Every decision is logged with the caller, the idle value and the grace.
         """
-        idle = self.docket.idle_seconds()
+        idle = self.in_flight.idle_seconds()
         refusal = self._stop_refusal(request, idle, context)
         facts = f"caller={describe(context)} idle={idle:.3f} grace={request.timeout}"
         if refusal is not None:
@@ -100,10 +100,10 @@ class WorkerService:
         required = request.if_idle_for
         if not math.isfinite(required) or required < 0:
             return grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be a finite number >= 0"
-        if len(self.docket) or idle < required:
+        if len(self.in_flight) or idle < required:
             return (
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"worker idle {idle:.3f}s with {len(self.docket)} task(s) in flight; "
+                f"worker idle {idle:.3f}s with {len(self.in_flight)} task(s) in flight; "
                 f"required idle {required:.3f}s",
             )
         return None
@@ -121,7 +121,7 @@ class WorkerService:
         return asyncio.shield(self._drain)
 
     async def _drain_tasks(self, grace: float) -> None:
-        pending = set(self.docket)
+        pending = set(self.in_flight)
         if pending and grace != 0:
             _, pending = await asyncio.wait(pending, timeout=None if grace < 0 else grace)
         for task in pending:
@@ -170,7 +170,7 @@ class WorkerService:
         except TypeError as error:  # arguments that do not fit the signature
             return Nack(reason=f"cannot call {function!r}: {error}")
         task = asyncio.ensure_future(_contained(coroutine))
-        self.docket.track(task)
+        self.in_flight.track(task)
         return task
 
 
