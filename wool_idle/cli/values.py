@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.urls import redact
 from wool_idle.worker.address import parse_address
 
@@ -158,10 +159,11 @@ def _url(text: str) -> str:
 
 
 def _readable_file(text: str) -> str:
+    """A regular file readable now, no larger than ``CONFIG_FILE_LIMIT`` (so that a
+    FIFO or ``/dev/zero`` is refused here rather than hanging the reader)."""
     _text(text)
     try:
-        with open(text, "rb"):
-            pass
+        read_regular_file(text, limit=CONFIG_FILE_LIMIT)
     except OSError as error:
         raise ValueError(f"cannot read {text!r}: {error.strerror}") from None
     return text
@@ -218,7 +220,7 @@ TEXT: Final = Value("TEXT", _text)
 FILE: Final = Value("PATH", _text)
 """A path; whether the file exists is the reader's business (it may come later)."""
 READABLE_FILE: Final = Value("PATH", _readable_file)
-"""A path to a file readable now."""
+"""A path to a regular file readable now (at most ``CONFIG_FILE_LIMIT`` bytes)."""
 CERTIFICATES: Final = Value("PATH", _certificates)
 """A PEM file with at least one certificate that parses."""
 IP_ADDRESS: Final = Value("IP", _ip_address)
