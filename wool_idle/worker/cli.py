@@ -39,6 +39,10 @@ from wool_idle.worker.tls import ServerTls
 IDENTITY: Final = Value("IDENTITY", TEXT.parse)
 IDLE_TIMEOUT: Final = 5.0
 """Default deadline of ``wool-idle idle``'s RPC."""
+CLIENT_RPC_FLAGS: Final = (
+    "from the command line only: the environment is shared with workers and daemons, "
+    "whose WOOL_IDLE_GRACE or WOOL_IDLE_TIMEOUT mean something else"
+)
 EXIT_OK: Final = 0
 EXIT_UNSUPPORTED: Final = 3
 """``idle``: the worker predates the idle RPC. ``stop``: the worker refused (not idle enough)."""
@@ -90,8 +94,12 @@ def register(parser: Parser) -> None:
         description=help_from_docstring(idle_command.__doc__),
     )
     idle.add_positional("target", ADDRESS, "host:port or unix:/path")
-    idle.section("RPC").add(
-        "--timeout", POSITIVE_DURATION, "deadline of the idle RPC", default=IDLE_TIMEOUT
+    idle.section("RPC", CLIENT_RPC_FLAGS).add(
+        "--timeout",
+        POSITIVE_DURATION,
+        "deadline of the idle RPC",
+        default=IDLE_TIMEOUT,
+        environment=False,
     )
     add_client_tls_flags(idle)
     idle.set_defaults(func=idle_command, parser=idle)
@@ -100,24 +108,27 @@ def register(parser: Parser) -> None:
         "stop", help="stop a worker", description=help_from_docstring(stop_command.__doc__)
     )
     stop.add_positional("target", ADDRESS, "host:port or unix:/path")
-    rpc = stop.section("RPC")
+    rpc = stop.section("RPC", CLIENT_RPC_FLAGS)
     rpc.add(
         "--grace",
         GRACE,
         "how long the worker drains in-flight tasks (0 cancels them; 'forever')",
         default=DEFAULT_GRACE,
+        environment=False,
     )
     rpc.add(
         "--if-idle-for",
         DURATION,
         "stop only if the worker has been idle at least this long",
         default=None,
+        environment=False,
     )
     rpc.add(
         "--timeout",
         POSITIVE_DURATION,
         "deadline of the stop RPC (default: grace + 10s)",
         default=None,
+        environment=False,
     )
     add_client_tls_flags(stop)
     stop.set_defaults(func=stop_command, parser=stop)
