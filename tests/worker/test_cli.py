@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from pathlib import Path
 
+import pytest
 from support.processes import run_cli, spawn_cli
 from support.raw import RawWorker
+from support.scripted import ScriptedWorker
 from support.tls import client_flags
 
 
@@ -151,3 +154,24 @@ class TestIdleCliUndecodableReply:
         assert result.stdout == ""
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "INTERNAL" in result.stderr and "does not decode as IdleTime" in result.stderr
+
+
+class TestIdleCliInvalidValue:
+    @pytest.mark.parametrize("seconds", [math.nan, math.inf, -1.0])
+    async def test_idle_invalid_value_exits_5_with_one_line(self, seconds: float) -> None:
+        """Given a worker answering an idle value that is no idle value (NaN, infinity,
+        negative), when `wool-idle idle` polls it, then nothing is printed on stdout and
+        it exits 5 with one line naming the value, as for any answer without an idle
+        value."""
+        # Arrange
+        worker = ScriptedWorker(seconds=seconds)
+        address = await worker.start()
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, ["idle", address, "--timeout", "5s"])
+        finally:
+            await worker.close()
+        # Assert
+        assert (result.returncode, result.stdout) == (5, "")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert f"no idle value ({seconds!r}" in result.stderr

@@ -28,7 +28,7 @@ from wool_idle.cli.values import (
     Value,
     whole_number,
 )
-from wool_idle.contract import DEFAULT_GRACE, stop_deadline
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker.auth import MethodPolicy
 from wool_idle.worker.connection import WorkerConnection
@@ -174,7 +174,8 @@ async def _serve(
 
 def idle_command(args: argparse.Namespace) -> int:
     """Print a worker's idle seconds. Exit 0 on success, 3 if the worker predates
-    the idle RPC, 4 if it is unreachable, 5 on any other RPC error."""
+    the idle RPC, 4 if it is unreachable, 5 on any other RPC error or an answer
+    that is no idle value (NaN, infinite, negative)."""
     tls = client_tls(args.parser, args)
 
     async def ask() -> float:
@@ -185,7 +186,14 @@ def idle_command(args: argparse.Namespace) -> int:
         seconds = asyncio.run(ask())
     except (IdleUnavailable, RpcError) as error:
         return _report(error)
-    print(f"{seconds:.3f}")
+    if not valid_idle(seconds):
+        print(
+            f"wool-idle: {args.target} answered no idle value "
+            f"({seconds!r}: not a finite number >= 0)",
+            file=sys.stderr,
+        )
+        return EXIT_RPC_ERROR
+    print(f"{seconds + 0.0:.3f}")  # + 0.0: -0.0 prints as 0.000
     return EXIT_OK
 
 
