@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
 import time
 from pathlib import Path
 
 import pytest
+from support import tasks
 from support.processes import run_cli, spawn_cli
 from support.raw import RawWorker
 from support.scripted import ScriptedWorker
 from support.tls import client_flags
+
+from wool_idle.worker import WorkerConnection
 
 
 def start_worker(*args: str) -> tuple[object, str]:
@@ -78,6 +82,28 @@ class TestWorkerCli:
         process.terminate()
         # Assert
         assert process.wait(timeout=30) == 0
+
+    async def test_worker_sighup_keeps_serving_and_in_flight_tasks(self, tmp_path: Path) -> None:
+        """Given a worker process running a task, when it gets SIGHUP (logrotate, a
+        closed terminal), then the task still finishes with its result, the worker
+        still answers, and SIGTERM then drains it (exit 0)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker("--grace", "30s")
+        gate = str(tmp_path / "gate")
+        async with WorkerConnection(address) as connection:
+            running = asyncio.ensure_future(connection.dispatch(tasks.gated, gate))
+            while await connection.idle_time(timeout=5) != 0.0:  # the task is in flight
+                await asyncio.sleep(0.01)
+            # Act
+            process.send_signal(signal.SIGHUP)
+            answered = await connection.idle_time(timeout=5)
+            Path(gate).touch()
+            result = await running
+        process.terminate()
+        status = await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert (answered, result, status) == (0.0, "ok", 0)
 
     def test_worker_on_unix_socket(self, tmp_path: Path) -> None:
         """Given a worker on a Unix socket, when polled through the CLI, then it answers."""
