@@ -15,6 +15,7 @@ from support.raw import RawWorker
 from support.scripted import ScriptedWorker
 from support.tls import client_flags
 
+from wool_idle.exceptions import WoolError
 from wool_idle.worker import WorkerConnection
 
 
@@ -104,6 +105,23 @@ class TestWorkerCli:
         status = await asyncio.to_thread(process.wait, 30)
         # Assert
         assert (answered, result, status) == (0.0, "ok", 0)
+
+    async def test_worker_exit_escaping_the_loop_exits_70_with_a_log_line(self) -> None:
+        """Given a task that makes a signal handler call sys.exit (a callback the
+        worker's loop cannot contain), when it runs, then the worker logs that the
+        exit ended its loop and exits 70 (a failure: restarted where configured)
+        instead of 3 (the task's code) or hanging."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        # Act
+        async with WorkerConnection(address) as connection:
+            with pytest.raises(WoolError):
+                await connection.dispatch(tasks.exits_from_signal_handler)
+        status = await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert status == 70
+        assert "SystemExit(3) ended the event loop" in process.stderr.read()
 
     def test_worker_on_unix_socket(self, tmp_path: Path) -> None:
         """Given a worker on a Unix socket, when polled through the CLI, then it answers."""

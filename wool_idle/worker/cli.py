@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Final
@@ -32,10 +33,17 @@ from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker.auth import MethodPolicy
 from wool_idle.worker.connection import WorkerConnection
+from wool_idle.worker.containment import (
+    EXIT_LOOP_ENDED,
+    EXITS,
+    ContainingEventLoop,
+    safe_repr,
+)
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
 
+log = logging.getLogger("wool_idle.worker")
 IDENTITY: Final = Value("IDENTITY", TEXT.parse)
 IDLE_TIMEOUT: Final = 5.0
 """Default deadline of ``wool-idle idle``'s RPC."""
@@ -145,12 +153,21 @@ def _authorization(parser: Parser, args: argparse.Namespace) -> MethodPolicy:
 def run_worker(args: argparse.Namespace) -> int:
     """Run a worker until a stop RPC or SIGTERM/SIGINT has drained it.
 
-    Prints the address clients should use on one line once it serves.
+    Prints the address clients should use on one line once it serves. A task
+    that raises SystemExit or KeyboardInterrupt (itself, in a task it starts,
+    in a callback it schedules) fails alone; an exit that still ends the event
+    loop (one raised by a signal handler a task installed) is logged and the
+    worker exits 70 rather than hang.
     """
     tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
     configure_logging(args)
-    return asyncio.run(_serve(args, tls, authorization))
+    try:
+        with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
+            return runner.run(_serve(args, tls, authorization))
+    except EXITS as exit_:
+        log.critical("%s ended the event loop; tasks in flight are lost", safe_repr(exit_))
+        return EXIT_LOOP_ENDED
 
 
 async def _serve(
