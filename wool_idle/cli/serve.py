@@ -14,9 +14,10 @@ EXIT_CANNOT_LISTEN: Final = 1
 
 
 def ignore_hangup() -> None:
-    """Ignore SIGHUP until ``serve_until_signal`` handles it: a daemon calls this
-    before it reads its files, so that a reload asked for while it starts
-    (logrotate, ``systemctl reload``) does not end it. Starting reads everything."""
+    """Ignore SIGHUP until ``serve_until_signal`` handles it. ``main`` calls this for
+    the daemons before they read their files, so that a reload asked for while
+    one starts (logrotate, ``systemctl reload``) does not end it: starting reads
+    everything anyway."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
