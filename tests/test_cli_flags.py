@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from wool_idle.cli import build_parser, main
-from wool_idle.cli.flag import Flag, environment_variable
+from wool_idle.cli.flag import Flag
 
 MISSING = "/nonexistent/file.pem"
 NOT_PEM = "/etc/hostname"
@@ -214,13 +214,14 @@ def flag_named(command: str, option: str) -> Flag | None:
 
 
 def derived_environment() -> list[tuple[str, str, list[str], str]]:
-    """Each flag case whose bad value comes last, moved into the flag's variable."""
+    """Each flag case (primary spelling) whose bad value comes last, moved into the
+    flag's variable."""
     cases = []
     for args, named in BAD_INPUT:
         option = args[-2] if len(args) >= 3 else ""
         flag = flag_named(args[0], option)
-        if option == named and flag is not None and flag.variables:
-            cases.append((environment_variable(option), args[-1], args[:-2], named))
+        if flag is not None and option == named == flag.name and flag.variable:
+            cases.append((flag.variable, args[-1], args[:-2], named))
     return cases
 
 
@@ -300,10 +301,9 @@ class TestBadFlags:
         its flags has a bad-value case."""
         covered = {(args[0], variable) for variable, _, args, _ in ENVIRONMENT}
         missing = [
-            (name, variable)
+            (name, flag.variable)
             for name, flags in parsers().items()
             for flag in flags
-            for variable in flag.variables
-            if (name, variable) not in covered
+            if flag.variable and (name, flag.variable) not in covered
         ]
         assert missing == []

@@ -13,9 +13,12 @@ from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
 from wool_idle.cli import build_parser, main
 from wool_idle.cli.parser import settings_from
+from wool_idle.contract import DEFAULT_GRACE
 from wool_idle.exporter.app import ExporterSettings
 from wool_idle.exporter.settings import DaemonSettings as ExporterDaemonSettings
 from wool_idle.logs import LogSettings
+from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_LISTEN
+from wool_idle.worker.cli import IDLE_TIMEOUT
 
 SUBCOMMANDS = ["worker", "idle", "stop", "exporter", "autoscaler", "demo"]
 
@@ -40,16 +43,37 @@ class TestEnvironmentPerSubcommand:
         assert exited.value.code == 2
 
     def test_parse_args_error_names_the_subcommand_in_use(self, monkeypatch, capsys) -> None:
-        """Given bad WOOL_IDLE_TIMEOUT, when `stop` is parsed, then the error is stop's."""
+        """Given bad WOOL_IDLE_TIMEOUT, when `exporter` is parsed, then the error is
+        the exporter's."""
         # Arrange
         monkeypatch.setenv("WOOL_IDLE_TIMEOUT", "soon")
         # Act
         with pytest.raises(SystemExit):
-            parse(["stop", "127.0.0.1:1"])
+            parse(["exporter"])
         # Assert
         assert capsys.readouterr().err.startswith(
-            "wool-idle stop: error: argument --timeout (from WOOL_IDLE_TIMEOUT)"
+            "wool-idle exporter: error: argument --timeout (from WOOL_IDLE_TIMEOUT)"
         )
+
+    @pytest.mark.parametrize("command", [["idle", "127.0.0.1:1"], ["stop", "127.0.0.1:1"]])
+    def test_parse_args_client_commands_take_rpc_values_from_command_line_only(
+        self, command: list[str], monkeypatch
+    ) -> None:
+        """Given an environment shared with a worker and the daemons (WOOL_IDLE_GRACE=0
+        for a worker's fast restart, a short WOOL_IDLE_TIMEOUT for the exporter), when
+        `idle` or `stop` is parsed, then neither value is theirs: `stop` keeps the
+        default grace (0 would cancel the worker's in-flight tasks), and the RPC
+        deadlines keep their defaults."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_GRACE", "0")
+        monkeypatch.setenv("WOOL_IDLE_TIMEOUT", "1ms")
+        # Act
+        parsed = parse(command)
+        # Assert
+        if command[0] == "stop":
+            assert (parsed.grace, parsed.timeout, parsed.if_idle_for) == (DEFAULT_GRACE, None, None)
+        else:
+            assert parsed.timeout == IDLE_TIMEOUT
 
     def test_parse_args_list_with_blanks_after_commas(self, monkeypatch) -> None:
         """Given targets `a, b` (a blank after the comma) in the variable, when parsed,
@@ -164,39 +188,23 @@ class TestAliases:
         # Assert
         assert getattr(by_old, dest) == getattr(by_new, dest) == value
 
-    def test_parse_args_old_variable_is_an_alias(self, monkeypatch) -> None:
-        """Given WOOL_IDLE_LISTEN (the old variable), then the web listen address."""
+    @pytest.mark.parametrize(
+        ("command", "default"),
+        [(["exporter"], EXPORTER_LISTEN), (["autoscaler", "--max-idle", "1m"], AUTOSCALER_LISTEN)],
+    )
+    def test_parse_args_worker_listen_variable_is_not_the_web_address(
+        self, command: list[str], default: str, monkeypatch
+    ) -> None:
+        """Given WOOL_IDLE_LISTEN (the worker's gRPC address, in an environment shared
+        with it), when an HTTP daemon is parsed, then its web address stays its own
+        default: the old alias variable no longer feeds --web.listen-address (the
+        --listen flag still does), so the daemon never binds the worker's socket."""
         # Arrange
-        monkeypatch.setenv("WOOL_IDLE_LISTEN", "unix:/run/wool-idle.sock")
+        monkeypatch.setenv("WOOL_IDLE_LISTEN", "unix:/run/wool/worker.sock")
         # Act
-        parsed = parse(["exporter"])
+        parsed = parse(command)
         # Assert
-        assert parsed.web_listen_address == "unix:/run/wool-idle.sock"
-
-    def test_parse_args_old_and_new_variables_disagree(self, monkeypatch, capsys) -> None:
-        """Given WOOL_IDLE_LISTEN and WOOL_IDLE_WEB_LISTEN_ADDRESS with different values,
-        when parsed, then exit 2 naming both."""
-        # Arrange
-        monkeypatch.setenv("WOOL_IDLE_LISTEN", "127.0.0.1:1")
-        monkeypatch.setenv("WOOL_IDLE_WEB_LISTEN_ADDRESS", "127.0.0.1:2")
-        # Act
-        with pytest.raises(SystemExit) as exited:
-            parse(["exporter"])
-        # Assert
-        assert exited.value.code == 2
-        assert "WOOL_IDLE_WEB_LISTEN_ADDRESS and WOOL_IDLE_LISTEN disagree" in (
-            capsys.readouterr().err
-        )
-
-    def test_parse_args_old_and_new_variables_agree(self, monkeypatch) -> None:
-        """Given both variables with the same value, then that value."""
-        # Arrange
-        monkeypatch.setenv("WOOL_IDLE_LISTEN", "127.0.0.1:1")
-        monkeypatch.setenv("WOOL_IDLE_WEB_LISTEN_ADDRESS", "127.0.0.1:1")
-        # Act
-        parsed = parse(["exporter"])
-        # Assert
-        assert parsed.web_listen_address == "127.0.0.1:1"
+        assert parsed.web_listen_address == default
 
 
 class TestDefaults:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def bad_files(tmp_path: Path) -> dict[str, str]:
     paths["cert"].write_text(GARBAGE_PEM)
     paths["key"].write_text(GARBAGE_KEY)
     paths["text"].write_text("not PEM at all\n")
+    os.mkfifo(tmp_path / "fifo")  # opening it for reading would wait for a writer
     encrypted = tmp_path / "encrypted.key"
     encrypted.write_bytes(
         ec.generate_private_key(ec.SECP256R1()).private_bytes(
@@ -31,7 +33,8 @@ def bad_files(tmp_path: Path) -> dict[str, str]:
             serialization.BestAvailableEncryption(b"secret"),
         )
     )
-    return {name: str(path) for name, path in {**paths, "encrypted": encrypted}.items()}
+    files = {**paths, "encrypted": encrypted, "fifo": tmp_path / "fifo"}
+    return {name: str(path) for name, path in files.items()}
 
 
 def server_cases(m, bad: dict[str, str]) -> list[tuple[list[str], str]]:
@@ -44,6 +47,10 @@ def server_cases(m, bad: dict[str, str]) -> list[tuple[list[str], str]]:
         (["--tls-cert", cert, "--tls-key", m.clients["exporter"].key], "--tls-key"),
         (["--tls-cert", cert, "--tls-key", key, "--tls-client-ca", bad["cert"]], "--tls-client-ca"),
         (["--tls-cert", key, "--tls-key", cert, "--tls-client-ca", ca], "--tls-cert"),
+        (["--tls-cert", bad["fifo"], "--tls-key", key], "--tls-cert"),
+        (["--tls-cert", cert, "--tls-key", bad["fifo"]], "--tls-key"),
+        (["--tls-key", bad["fifo"]], "--tls-key"),
+        (["--tls-cert", cert, "--tls-key", key, "--tls-client-ca", bad["fifo"]], "--tls-client-ca"),
     ]
 
 
@@ -55,6 +62,9 @@ def client_cases(m, bad: dict[str, str]) -> list[tuple[list[str], str]]:
         (["--tls-ca", ca, "--tls-cert", bad["cert"], "--tls-key", key], "--tls-cert"),
         (["--tls-ca", ca, "--tls-cert", cert, "--tls-key", bad["key"]], "--tls-key"),
         (["--tls-ca", ca, "--tls-cert", cert, "--tls-key", m.server.key], "--tls-key"),
+        (["--tls-ca", bad["fifo"]], "--tls-ca"),
+        (["--tls-ca", ca, "--tls-cert", bad["fifo"], "--tls-key", key], "--tls-cert"),
+        (["--tls-ca", ca, "--tls-cert", cert, "--tls-key", bad["fifo"]], "--tls-key"),
     ]
 
 
@@ -65,11 +75,12 @@ def exits_2_naming(args: list[str], flag: str, capsys) -> bool:
     return exited.value.code == 2 and len(err.splitlines()) == 1 and f"argument {flag}" in err
 
 
+@pytest.mark.timeout(60)  # a FIFO read would hang: fail, not hang
 class TestServerTls:
     def test_server_tls_bad_pem_exits_2_naming_flag(self, tls_material, bad_files, capsys) -> None:
         """Given a worker whose certificate, key or client CA file does not parse (or the
-        key is encrypted or belongs to another certificate), when it starts, then it
-        exits 2 naming that flag instead of failing to bind."""
+        key is encrypted or belongs to another certificate, or a file is a FIFO), when it
+        starts, then it exits 2 naming that flag instead of failing to bind (or hanging)."""
         # Arrange
         cases = server_cases(tls_material, bad_files)
         # Act
@@ -93,14 +104,15 @@ class TestServerTls:
         assert tls == ServerTls(cert_file=m.server.cert, key_file=m.server.key, client_ca_file=m.ca)
 
 
+@pytest.mark.timeout(60)  # a FIFO read would hang: fail, not hang
 class TestClientTls:
     @pytest.mark.parametrize("command", [["idle"], ["stop"]])
     def test_client_tls_bad_pem_exits_2_naming_flag(
         self, command: list[str], tls_material, bad_files, capsys
     ) -> None:
         """Given a client whose CA, certificate or key file does not parse (or the key
-        is another certificate's), when it starts, then it exits 2 naming that flag
-        instead of reporting the worker unreachable."""
+        is another certificate's, or a file is a FIFO), when it starts, then it exits 2
+        naming that flag instead of reporting the worker unreachable (or hanging)."""
         # Arrange
         cases = client_cases(tls_material, bad_files)
         prefix = [*command, "127.0.0.1:1", "--timeout", "1s"]

@@ -47,6 +47,24 @@ class TestParseDuration:
         with pytest.raises(ValueError, match="duration"):
             parse_duration(text)
 
+    @pytest.mark.parametrize(
+        "text", ["1h1h", "5m1h", "30s1h", "1ms1s", "1m1m30s", "1d1w", "1h30m1h"]
+    )
+    def test_parse_duration_rejects_repeated_or_unordered_units(self, text: str) -> None:
+        """Given a unit repeated or out of order (as `promtool check rules` refuses
+        ``for: 1h1h`` and ``for: 5m1h``: "not a valid duration string"), then
+        ValueError saying how units go, rather than the sum."""
+        with pytest.raises(ValueError, match="units go from the largest down"):
+            parse_duration(text)
+
+    @pytest.mark.parametrize(
+        ("text", "seconds"), [("1w2d3h4m5s6ms", 788645.006), ("1m1ms", 60.001)]
+    )
+    def test_parse_duration_accepts_every_unit_in_order(self, text: str, seconds: float) -> None:
+        """Given units from the largest down, each once (Prometheus accepts ``1m1ms``),
+        then their sum."""
+        assert parse_duration(text) == pytest.approx(seconds)
+
     @given(st.floats(min_value=0, max_value=MAX_DURATION).map(lambda s: round(s, 3)))
     def test_format_duration_round_trips(self, seconds: float) -> None:
         """Given any duration in milliseconds, when formatted and parsed back, then

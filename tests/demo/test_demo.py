@@ -29,7 +29,7 @@ class TestDemo:
         worker was retired, a worker of each tag is left, the wool client's tasks all
         completed (none failed), and no process it started (or they started) is left."""
         # Arrange
-        marker = f"WOOL_IDLE_DEMO_TEST={uuid.uuid4()}"
+        marker = f"WOOLIDLE_DEMO_TEST={uuid.uuid4()}"  # not WOOL_IDLE_*: unknown ones exit 2
         name, value = marker.split("=")
         args = ["demo", "--max-idle", "3s", "--client-after", "8s", "--duration", "14s"]
         # Act
@@ -57,7 +57,7 @@ class TestDemo:
         says which process did not start, stops the wool processes already started,
         leaves no process behind and exits 1."""
         # Arrange
-        marker = f"WOOL_IDLE_DEMO_TEST={uuid.uuid4()}"
+        marker = f"WOOLIDLE_DEMO_TEST={uuid.uuid4()}"  # not WOOL_IDLE_*: unknown ones exit 2
         name, value = marker.split("=")
         # Act
         result = run_cli(["demo"], timeout=120, env={name: value, "WOOL_IDLE_CONCURRENCY": "x"})

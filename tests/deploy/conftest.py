@@ -154,7 +154,7 @@ def parse_environment(monkeypatch: pytest.MonkeyPatch) -> ParseEnvironment:
         monkeypatch.delenv(name)
 
     def parse(command: str, environment: dict[str, str]) -> argparse.Namespace:
-        known = {v for flag in build_parser().subcommands[command].flags for v in flag.variables}
+        known = {flag.variable for flag in build_parser().subcommands[command].flags}
         unknown = sorted(set(environment) - known)
         assert not unknown, f"wool-idle {command} reads no {unknown}"
         for name, value in environment.items():

@@ -1,6 +1,6 @@
 """The systemd units in deploy/systemd: ``systemd-analyze verify`` says nothing at all
 about them (pointed at the venv's real ``wool-idle``), they are hardened, a retired
-worker (exit 0) stays stopped, ExecReload exists exactly where SIGHUP means something,
+worker (exit 0) stays stopped, ExecReload exists exactly where SIGHUP reloads something,
 and the example configuration is what the CLI accepts."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.metrics import fetch, samples
-from support.processes import spawn_cli
+from support.processes import run_cli, spawn_cli
 
 from wool_idle.cli.values import DURATION
 from wool_idle.worker.server import CLOSE_GRACE
@@ -277,21 +277,32 @@ class TestReload:
         ],
         ids=["worker", "autoscaler"],
     )  # fmt: skip
-    def test_sighup_ends_a_daemon_without_exec_reload(self, unit: str, args: list[str]) -> None:
-        """Given a running worker or autoscaler, when it gets SIGHUP, then it ends (it
-        handles no reload), which is why their units have no ExecReload; if one learns
-        to reload on SIGHUP, this fails until its unit gets ExecReload."""
+    def test_sighup_is_ignored_by_a_daemon_without_exec_reload(
+        self, unit: str, args: list[str]
+    ) -> None:
+        """Given a running worker or autoscaler (nothing to reload: their TLS files are
+        re-read by themselves), when it gets SIGHUP (logrotate, a closed terminal),
+        then it logs that it ignores it and keeps serving, and SIGTERM still ends it
+        cleanly (exit 0). Their units have no ExecReload, so `systemctl reload`
+        refuses rather than pretending to reload."""
         # Arrange
         assert "ExecReload" not in directives(UNITS / unit)
         process = spawn_cli(args)
         try:
-            _ready(process)
+            address = _ready(process)
+            assert process.stderr is not None
             # Act
             process.send_signal(signal.SIGHUP)
+            logged = any("SIGHUP ignored, nothing to reload" in line for line in process.stderr)
+            if unit == WORKER:
+                serving = run_cli(["idle", address]).returncode == 0
+            else:
+                serving = fetch(address.replace("/metrics", "/-/healthy")) == "OK\n"
+            process.terminate()
             status = process.wait(timeout=60)
-            # Assert
-            assert status == -signal.SIGHUP
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=30)
+        # Assert
+        assert (logged, serving, status) == (True, True, 0)

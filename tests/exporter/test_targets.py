@@ -253,6 +253,38 @@ class TestTargetSet:
         assert targets.get("d:2") == found[2] and targets.discovered == tuple(found)
         assert targets.all() is first
 
+    @pytest.mark.timeout(30)  # reading a FIFO or /dev/zero would hang: fail, not hang
+    @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+    async def test_refresh_special_file_keeps_last_good_set(
+        self, tmp_path: Path, special: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given a loaded file reached through a symlink, when the symlink is flipped
+        to a FIFO or to /dev/zero, then a refresh fails at once (logged, nothing
+        read, the last good targets kept), and once the symlink points at a good
+        file again the next refresh loads it."""
+        # Arrange
+        good = tmp_path / "good.yml"
+        good.write_text("- targets: ['a:1']\n")
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        link = tmp_path / "targets.yml"
+        link.symlink_to(good)
+        targets = TargetSet(path=str(link))
+        await targets.refresh()
+        # Act
+        link.unlink()
+        link.symlink_to(fifo if special == "fifo" else special)
+        flipped = await targets.refresh(force=True)
+        kept = [t.address for t in targets.all()]
+        good.write_text("- targets: ['b:2']\n")
+        link.unlink()
+        link.symlink_to(good)
+        restored = await targets.refresh()
+        # Assert
+        assert (flipped, kept, restored) == (False, ["a:1"], True)
+        assert "not a regular file" in caplog.text
+        assert [t.address for t in targets.all()] == ["b:2"]
+
 
 class TestTarget:
     def test_label_dicts_built_once(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 
 import cloudpickle
@@ -66,3 +67,78 @@ async def sized(size: int, outcome: str = "return") -> bytes:
     if outcome == "raise":
         raise ValueError(b"x" * size)
     return b"x" * size
+
+
+class ExitWhenPickled:
+    """A result whose pickling (on the worker, to send it back) raises an exit:
+    ``SystemExit`` or, with ``keyboard_interrupt``, ``KeyboardInterrupt``."""
+
+    def __init__(self, *, keyboard_interrupt: bool) -> None:
+        self.keyboard_interrupt = keyboard_interrupt
+
+    def __reduce__(self) -> tuple[object, ...]:
+        if self.keyboard_interrupt:
+            raise KeyboardInterrupt
+        raise SystemExit(3)
+
+
+class ErrorExitingWhenPickled(Exception):
+    """An exception whose pickling (on the worker) raises ``SystemExit``."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise SystemExit(4)
+
+
+class ExitWhenUnpickled:
+    """An argument whose unpickling (on the worker, before the task starts) calls
+    ``sys.exit``."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (sys.exit, (5,))
+
+
+async def returns(value: object) -> object:
+    return value
+
+
+async def returns_exit_when_pickled(how: str) -> ExitWhenPickled:
+    return ExitWhenPickled(keyboard_interrupt=how == "keyboard_interrupt")
+
+
+async def raises_error_exiting_when_pickled() -> None:
+    raise ErrorExitingWhenPickled("unpicklable")
+
+
+async def exits_beside(how: str) -> str:
+    """Start an exit beside this task the way ``how`` says, then finish normally:
+    ``inner_task`` (a task it creates calls ``sys.exit``), ``call_soon`` and
+    ``call_later`` (a callback raising ``SystemExit``), ``done_callback`` (a done
+    callback raising ``KeyboardInterrupt``)."""
+    loop = asyncio.get_running_loop()
+
+    async def inner() -> None:
+        sys.exit(9)
+
+    if how == "inner_task":
+        inner_task = asyncio.create_task(inner())
+        await asyncio.wait([inner_task])
+    elif how == "call_soon":
+        loop.call_soon(sys.exit, 8)
+    elif how == "call_later":
+        loop.call_later(0.01, sys.exit, 7)
+    else:
+        future = loop.create_future()
+        future.add_done_callback(lambda _: (_ for _ in ()).throw(KeyboardInterrupt))
+        future.set_result(None)
+    await asyncio.sleep(0.1)
+    return how
+
+
+async def exits_from_signal_handler() -> str:
+    """Install a signal handler that calls ``sys.exit`` and trigger it: the one kind
+    of callback the worker's loop cannot contain."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, sys.exit, 3)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    await asyncio.sleep(5)
+    return "not reached"

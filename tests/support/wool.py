@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "tests" / "interop"
 """The scripts run by a wool virtualenv's Python."""
-CACHE = Path(os.environ.get("WOOL_IDLE_INTEROP_CACHE", ROOT / ".cache" / "wool-venvs"))
+# Not a WOOL_IDLE_* name: wool-idle refuses those no subcommand reads.
+CACHE = Path(os.environ.get("WOOLIDLE_INTEROP_CACHE", ROOT / ".cache" / "wool-venvs"))
 WOOL_WITH_IDLE = "0.15.7"
 WOOL_BEFORE_IDLE = "0.13.1"
 

@@ -44,3 +44,18 @@ class TestParseAddress:
     def test_parse_address_listen_allows_port_zero(self) -> None:
         """Given port 0 to listen on, then it is accepted (the system picks a port)."""
         assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"
+
+    def test_parse_address_unix_path_up_to_sun_path_limit(self) -> None:
+        """Given Unix paths of 107 and 108 bytes (``sun_path`` holds 107 and a NUL;
+        a multi-byte character counts by its bytes), then the first is accepted and
+        the longer ones are refused naming the limit: no client can ever reach them."""
+        # Arrange
+        longest = "/" + "x" * 106
+        too_long = ["/" + "x" * 107, "/" + "\u00e9" * 54]  # 108 and 109 bytes
+        # Act
+        accepted = parse_address(f"unix:{longest}")
+        # Assert
+        assert accepted == f"unix:{longest}"
+        for path in too_long:
+            with pytest.raises(ValueError, match="longer than 107 bytes"):
+                parse_address(f"unix:{path}")

@@ -116,7 +116,7 @@ class TestConnectionRotation:
         connection = WorkerConnection(server.address, tls=client_tls(material, "stranger"))
         gate = tmp_path / "gate"
         running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        while len(server.service.docket) == 0:
+        while len(server.service.in_flight) == 0:
             await asyncio.sleep(0.01)
         with pytest.raises(RpcError) as denied:
             await connection.stop(5.0, if_idle_for=0.0)

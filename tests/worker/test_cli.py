@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import signal
 import time
 from pathlib import Path
 
+import pytest
+from support import tasks
 from support.processes import run_cli, spawn_cli
 from support.raw import RawWorker
+from support.scripted import ScriptedWorker
 from support.tls import client_flags
+
+from wool_idle.exceptions import WoolError
+from wool_idle.worker import WorkerConnection
 
 
 def start_worker(*args: str) -> tuple[object, str]:
@@ -75,6 +83,45 @@ class TestWorkerCli:
         process.terminate()
         # Assert
         assert process.wait(timeout=30) == 0
+
+    async def test_worker_sighup_keeps_serving_and_in_flight_tasks(self, tmp_path: Path) -> None:
+        """Given a worker process running a task, when it gets SIGHUP (logrotate, a
+        closed terminal), then the task still finishes with its result, the worker
+        still answers, and SIGTERM then drains it (exit 0)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker("--grace", "30s")
+        gate = str(tmp_path / "gate")
+        async with WorkerConnection(address) as connection:
+            running = asyncio.ensure_future(connection.dispatch(tasks.gated, gate))
+            while await connection.idle_time(timeout=5) != 0.0:  # the task is in flight
+                await asyncio.sleep(0.01)
+            # Act
+            process.send_signal(signal.SIGHUP)
+            answered = await connection.idle_time(timeout=5)
+            Path(gate).touch()
+            result = await running
+        process.terminate()
+        status = await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert (answered, result, status) == (0.0, "ok", 0)
+
+    async def test_worker_exit_escaping_the_loop_exits_70_with_a_log_line(self) -> None:
+        """Given a task that makes a signal handler call sys.exit (a callback the
+        worker's loop cannot contain), when it runs, then the worker logs that the
+        exit ended its loop and exits 70 (a failure: restarted where configured)
+        instead of 3 (the task's code) or hanging."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        # Act
+        async with WorkerConnection(address) as connection:
+            with pytest.raises(WoolError):
+                await connection.dispatch(tasks.exits_from_signal_handler)
+        status = await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert status == 70
+        assert "SystemExit(3) ended the event loop" in process.stderr.read()
 
     def test_worker_on_unix_socket(self, tmp_path: Path) -> None:
         """Given a worker on a Unix socket, when polled through the CLI, then it answers."""
@@ -151,3 +198,24 @@ class TestIdleCliUndecodableReply:
         assert result.stdout == ""
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "INTERNAL" in result.stderr and "does not decode as IdleTime" in result.stderr
+
+
+class TestIdleCliInvalidValue:
+    @pytest.mark.parametrize("seconds", [math.nan, math.inf, -1.0])
+    async def test_idle_invalid_value_exits_5_with_one_line(self, seconds: float) -> None:
+        """Given a worker answering an idle value that is no idle value (NaN, infinity,
+        negative), when `wool-idle idle` polls it, then nothing is printed on stdout and
+        it exits 5 with one line naming the value, as for any answer without an idle
+        value."""
+        # Arrange
+        worker = ScriptedWorker(seconds=seconds)
+        address = await worker.start()
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, ["idle", address, "--timeout", "5s"])
+        finally:
+            await worker.close()
+        # Assert
+        assert (result.returncode, result.stdout) == (5, "")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert f"no idle value ({seconds!r}" in result.stderr

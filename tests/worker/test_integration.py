@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import pytest
 from support import tasks
 
-from wool_idle.exceptions import IdleUnavailable, RpcError, TaskAborted, TransientRpcError
+from wool_idle.exceptions import (
+    DispatchRejected,
+    IdleUnavailable,
+    RpcError,
+    TaskAborted,
+    TransientRpcError,
+)
 from wool_idle.worker import LocalWorker, WorkerConnection
 
 
@@ -29,13 +36,13 @@ class TestWorkerIdleReporting:
 
     async def test_idle_zero_while_busy(self, start_server, transport, tmp_path: Path) -> None:
         """Given a real worker with one in-flight routine, when idle_time is polled,
-        then it reports zero while the docket is non-empty."""
+        then it reports zero while the in-flight set is non-empty."""
         # Arrange
         server = await start_server(transport.listen, tls=transport.server_tls)
         gate = tmp_path / "gate"
         async with WorkerConnection(server.address, tls=transport.client_tls) as connection:
             running = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
-            while not len(server.service.docket):
+            while not len(server.service.in_flight):
                 await asyncio.sleep(0.005)
             # Act
             readings = [await connection.idle_time() for _ in range(3)]
@@ -137,3 +144,105 @@ class TestTaskIsolation:
         assert other == "ok"
         assert idle >= 0.0 and still_running
         assert worker.process.returncode == 0
+
+
+@pytest.fixture
+async def busy_worker(tmp_path: Path) -> AsyncIterator[tuple[LocalWorker, WorkerConnection, Path]]:
+    """A worker process with a gated task in flight (the witness), and a connection."""
+    tasks.by_value()
+    worker = LocalWorker()
+    address = await worker.start()
+    try:
+        async with WorkerConnection(address) as connection:
+            yield worker, connection, tmp_path / "gate"
+        await worker.stop(grace=5.0)
+    finally:
+        await worker.kill()
+
+
+async def witness_survives(
+    worker: LocalWorker, connection: WorkerConnection, gate: Path, act: Awaitable[object]
+) -> tuple[object, bool]:
+    """Run ``act`` while a gated witness task is in flight; return what ``act`` gave
+    (or the exception it raised) and whether the witness then completed, the worker
+    still answering and running."""
+    witness = asyncio.ensure_future(connection.dispatch(tasks.gated, str(gate)))
+    while await connection.idle_time(timeout=5) != 0.0:
+        await asyncio.sleep(0.01)
+    try:
+        outcome: object = await act
+    except Exception as error:
+        outcome = error
+    gate.touch()
+    survived = await witness == "ok" and await connection.idle_time(timeout=5) >= 0.0
+    assert worker.process is not None
+    return outcome, survived and worker.process.returncode is None
+
+
+class TestTaskIsolationOfPickling:
+    @pytest.mark.parametrize(
+        ("how", "raised"), [("system_exit", SystemExit), ("keyboard_interrupt", KeyboardInterrupt)]
+    )
+    async def test_dispatch_result_exiting_when_pickled_fails_only_its_task(
+        self, busy_worker, how: str, raised: type[BaseException]
+    ) -> None:
+        """Given a task whose result raises SystemExit or KeyboardInterrupt while the
+        worker pickles it, then that task fails with it (TaskAborted), and the worker
+        and its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        dispatch = connection.dispatch(tasks.returns_exit_when_pickled, how)
+        # Act
+        outcome, survived = await witness_survives(worker, connection, gate, dispatch)
+        # Assert
+        assert isinstance(outcome, TaskAborted) and type(outcome.exception) is raised
+        assert survived
+
+    async def test_dispatch_exception_exiting_when_pickled_fails_only_its_task(
+        self, busy_worker
+    ) -> None:
+        """Given a task raising an exception that raises SystemExit while the worker
+        pickles it, then the caller gets a RuntimeError describing it, and the worker
+        and its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        # Act
+        outcome, survived = await witness_survives(
+            worker, connection, gate, connection.dispatch(tasks.raises_error_exiting_when_pickled)
+        )
+        # Assert
+        assert isinstance(outcome, RuntimeError) and "ErrorExitingWhenPickled" in str(outcome)
+        assert survived
+
+    async def test_dispatch_argument_exiting_when_unpickled_is_rejected(self, busy_worker) -> None:
+        """Given an argument that calls sys.exit while the worker unpickles it, then
+        the task is rejected (DispatchRejected, not a TransientRpcError: a retry
+        elsewhere would do the same), and the worker and its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        # Act
+        outcome, survived = await witness_survives(
+            worker, connection, gate, connection.dispatch(tasks.returns, tasks.ExitWhenUnpickled())
+        )
+        # Assert
+        assert isinstance(outcome, DispatchRejected) and "SystemExit(5)" in str(outcome)
+        assert survived
+
+
+class TestTaskIsolationBeyondTheTask:
+    @pytest.mark.parametrize("how", ["inner_task", "call_soon", "call_later", "done_callback"])
+    async def test_dispatch_exit_beside_the_task_ends_only_that(
+        self, busy_worker, how: str
+    ) -> None:
+        """Given a task that starts a task calling sys.exit, or schedules a callback
+        (call_soon, call_later, a done callback) raising SystemExit or
+        KeyboardInterrupt, then only that inner task or callback ends: the task
+        returns, and the worker and its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        # Act
+        outcome, survived = await witness_survives(
+            worker, connection, gate, connection.dispatch(tasks.exits_beside, how)
+        )
+        # Assert
+        assert (outcome, survived) == (how, True)

@@ -42,7 +42,8 @@ class TestSpawnReady:
         """Given a child that prints nothing within the timeout, when spawned, then
         TimeoutError is raised and the child is killed and reaped."""
         # Arrange
-        name, value = "WOOL_IDLE_SPAWN_TEST", uuid.uuid4().hex
+        # Not a WOOL_IDLE_* name: the CLI refuses those no subcommand reads.
+        name, value = "WOOLIDLE_SPAWN_TEST", uuid.uuid4().hex
         # Act
         with pytest.raises(TimeoutError, match="printed nothing"):
             await spawn_ready(["worker"], timeout=0.001, env={name: value})

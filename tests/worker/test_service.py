@@ -63,13 +63,13 @@ class TestWorkerService:
             asyncio.ensure_future(connection.dispatch(gated, gate, outcome))
             for gate, outcome in zip(gates, outcomes, strict=True)
         ]
-        await poll_until(lambda: len(server.service.docket) == len(outcomes))
+        await poll_until(lambda: len(server.service.in_flight) == len(outcomes))
         readings = []
         # Act
         for index, gate in enumerate(gates):
             Path(gate).touch()
             await asyncio.wait([calls[index]])
-            await poll_until(lambda i=index: len(server.service.docket) == len(outcomes) - i - 1)
+            await poll_until(lambda i=index: len(server.service.in_flight) == len(outcomes) - i - 1)
             readings.append(await connection.idle_time())
         await asyncio.sleep(0.05)
         later = await connection.idle_time()
@@ -90,12 +90,12 @@ class TestWorkerService:
     ) -> None:
         """Given a worker with accrued idle, when a dispatch is rejected before tracking
         (backpressure, malformed id, sync callable), then idle keeps counting: the
-        rejected task never enters the docket."""
+        rejected task never enters the in-flight set."""
         # Arrange
         service = WorkerService(backpressure=lambda s: rejection == "backpressure")
         server = await start_server(service=service)
         await asyncio.sleep(0.05)
-        before = service.docket.idle_seconds()
+        before = service.in_flight.idle_seconds()
         task_id = "not-a-uuid" if rejection == "malformed_id" else str(uuid.uuid4())
         function = not_a_coroutine if rejection == "sync_callable" else echo
         # Act
@@ -108,7 +108,7 @@ class TestWorkerService:
             code = None
         except grpc.aio.AioRpcError as error:
             responses, code = [], error.code()
-        after = service.docket.idle_seconds()
+        after = service.in_flight.idle_seconds()
         # Assert
         if rejection == "backpressure":
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -130,7 +130,7 @@ class TestWorkerService:
     ) -> None:
         """Given a worker, when a dispatch carries bytes that are not a task, or a task
         whose arguments do not fit, then it is refused with a Nack saying why and the
-        docket stays empty."""
+        in-flight set stays empty."""
         # Arrange
         server = await start_server()
         # Act
@@ -138,7 +138,7 @@ class TestWorkerService:
         # Assert
         assert [r.WhichOneof("payload") for r in responses] == ["nack"]
         assert reason in responses[0].nack.reason
-        assert len(server.service.docket) == 0
+        assert len(server.service.in_flight) == 0
 
     @pytest.mark.parametrize("required", [float("nan"), -1.0, float("-inf")])
     async def test_conditional_stop_invalid_condition(self, start_server, required: float) -> None:
@@ -218,7 +218,7 @@ class TestWorkerService:
         server = await start_server()
         connection = WorkerConnection(server.address)
         call = asyncio.ensure_future(connection.dispatch(sleep_for, 1.0))
-        await poll_until(lambda: len(server.service.docket) == 1)
+        await poll_until(lambda: len(server.service.in_flight) == 1)
         # Act
         await connection.stop(grace)
         outcome = await asyncio.gather(call, return_exceptions=True)
@@ -239,7 +239,7 @@ class TestWorkerService:
         connection = WorkerConnection(server.address)
         gate = tmp_path / "gate"
         running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        await poll_until(lambda: len(server.service.docket) == 1)
+        await poll_until(lambda: len(server.service.in_flight) == 1)
         first_stop = asyncio.ensure_future(connection.stop(30.0))
         await poll_until(server.service.stopping.is_set)
         # Act
@@ -268,7 +268,7 @@ class TestWorkerService:
         connection = WorkerConnection(server.address)
         gate = tmp_path / "gate"
         running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        await poll_until(lambda: len(server.service.docket) == 1)
+        await poll_until(lambda: len(server.service.in_flight) == 1)
         # Act
         with pytest.raises(StopRefused) as refused:
             await connection.stop(30.0, if_idle_for=0.0)
@@ -341,7 +341,7 @@ class TestWorkerService:
         server = await start_server()
         connection = WorkerConnection(server.address)
         call = asyncio.ensure_future(connection.dispatch(sleep_for, 0.5))
-        await poll_until(lambda: len(server.service.docket) == 1)
+        await poll_until(lambda: len(server.service.in_flight) == 1)
         async with grpc.aio.insecure_channel(server.address) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             before = await stub.Check(health_pb2.HealthCheckRequest(service=""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import socket
 import ssl
@@ -130,18 +131,24 @@ class TestPemWatch:
             ("missing_cert", "cannot read TLS certificate"),
             ("garbage_cert", "invalid TLS certificate"),
             ("garbage_ca", "invalid CA"),
+            ("fifo_cert", "cannot read TLS certificate .*: a FIFO, not a regular file"),
+            ("fifo_ca", "cannot read CA .*: a FIFO, not a regular file"),
         ],
     )
+    @pytest.mark.timeout(30)  # a FIFO read would hang: fail, not hang
     def test_init_bad_files_raise_naming_them(
         self, material: TlsMaterial, broken: str, message: str
     ) -> None:
-        """Given TLS files that are missing or unparsable, when they are first
+        """Given TLS files that are missing, unparsable or FIFOs, when they are first
         loaded, then OSError says which file and why."""
         # Arrange
         files = {"ca": material.ca, "cert": material.server.cert}
         target = Path(files[broken.split("_")[1]])
         if broken.startswith("missing"):
             target.unlink()
+        elif broken.startswith("fifo"):
+            target.unlink()
+            os.mkfifo(target)
         else:
             target.write_text("not pem\n")
         paths = PemPaths(material.ca, material.server.cert, material.server.key)

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from wool_idle import logs
 from wool_idle.cli.parser import Parser
+from wool_idle.cli.serve import ignore_hangup
+
+DAEMONS: Final = frozenset({"worker", "exporter", "autoscaler"})
+"""The subcommands that serve until a signal (see ``serve``)."""
 
 
 def build_parser() -> Parser:
@@ -40,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the subcommand ``argv`` names and return its exit status."""
     logs.quiet_grpc()
     args = build_parser().parse_args(argv)
+    if args.command in DAEMONS:
+        ignore_hangup()
     status: int = args.func(args)
     return status
 

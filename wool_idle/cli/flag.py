@@ -2,8 +2,10 @@
 
 Every flag but a few (``environment=False``) is also an environment variable:
 ``WOOL_IDLE_`` plus the flag's name in upper case with ``-`` and ``.`` as
-``_`` (``--web.listen-address`` -> ``WOOL_IDLE_WEB_LISTEN_ADDRESS``); an
-alias's variable works too. A switch's variable takes a boolean word, a
+``_`` (``--web.listen-address`` -> ``WOOL_IDLE_WEB_LISTEN_ADDRESS``). An
+alias is a command-line spelling only: the variable is the primary name's
+(``--listen`` of the HTTP daemons is no ``WOOL_IDLE_LISTEN``, which is the
+worker's gRPC address). A switch's variable takes a boolean word, a
 repeatable flag's a comma-separated list (see ``values``).
 """
 
@@ -49,11 +51,9 @@ class Flag:
         return "/".join((self.name, *self.aliases))
 
     @property
-    def variables(self) -> tuple[str, ...]:
-        """The environment variables that set the flag, the primary one first."""
-        if not self.environment:
-            return ()
-        return tuple(dict.fromkeys(environment_variable(o) for o in (self.name, *self.aliases)))
+    def variable(self) -> str | None:
+        """The environment variable that sets the flag (None: command line only)."""
+        return environment_variable(self.name) if self.environment else None
 
     def parse(self, text: str) -> Any:
         """The value ``text`` gives the flag, from the command line or the environment."""
@@ -71,9 +71,9 @@ class Flag:
             text += f" (default: {shown})"
         if self.repeatable:
             text += " (comma-separated list; repeatable)"
-        if self.variables:
+        if self.variable:
             boolean = "=true|false" if self.value is None else ""
-            text += f" [env {', '.join(v + boolean for v in self.variables)}]"
+            text += f" [env {self.variable}{boolean}]"
         return text.replace("%", "%%")
 
     def _shown_default(self) -> str:

@@ -4,10 +4,13 @@
   ``--version``; flags are added in titled sections and their defaults are
   read from the settings dataclasses the subcommand names, so a default is
   written once (``settings_from`` builds those dataclasses back from the flags).
-- Environment variables (``flag.Flag.variables``) are read only by the
+- Environment variables (``flag.Flag.variable``) are read only by the
   subcommand in use, after its command line, through the flag's own value
-  type: a bad one exits 2 naming the flag and the variable. The command line
-  wins over the environment; two variables of one flag that disagree exit 2.
+  type: a bad one exits 2 naming the flag and the variable, even when the
+  command line sets the flag (fail closed: a bad value is never overlooked);
+  otherwise the command line wins over the environment.
+- A ``WOOL_IDLE_*`` variable (any case) that no subcommand reads exits 2
+  naming it (see ``environment``): a misspelt safety switch never goes unseen.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn, TypeVar
 
 from wool_idle import __version__
-from wool_idle.cli.flag import REQUIRED, Flag
+from wool_idle.cli.environment import unread_variables
+from wool_idle.cli.flag import REQUIRED, Flag, environment_variable
 from wool_idle.cli.values import Value
 
 if typing.TYPE_CHECKING:
@@ -96,6 +100,8 @@ class Parser(argparse.ArgumentParser):
         """Parse the command line, then fill what it left out from the environment
         and the defaults. Subcommands run this for themselves only."""
         parsed, rest = super().parse_known_args(args, namespace)
+        if self.subcommands:
+            self._refuse_unread_variables()
         explicit = set()
         for flag in self.flags:
             from_environment = self._read_environment(flag)
@@ -120,8 +126,7 @@ class Parser(argparse.ArgumentParser):
             "dest": flag.dest,
             "default": argparse.SUPPRESS,
             "help": flag.describe(),
-            "required": flag.default is REQUIRED
-            and not any(v in os.environ for v in flag.variables),
+            "required": flag.default is REQUIRED and flag.variable not in os.environ,
         }
         if flag.value is None:
             kwargs["action"] = "store_true"
@@ -134,18 +139,26 @@ class Parser(argparse.ArgumentParser):
         container.add_argument(flag.name, *flag.aliases, **kwargs)
         self.flags.append(flag)
 
-    def _read_environment(self, flag: Flag) -> Any:
-        readings = [(v, self._parse_variable(flag, v)) for v in flag.variables if v in os.environ]
-        for variable, value in readings[1:]:
-            if value != readings[0][1]:
-                self.error(f"argument {flag.label}: {readings[0][0]} and {variable} disagree")
-        return readings[0][1] if readings else _UNSET
+    def _refuse_unread_variables(self) -> None:
+        """Exit 2 naming any ``WOOL_IDLE_*`` variable no subcommand reads."""
+        flags = [flag for parser in self.subcommands.values() for flag in parser.flags]
+        known = {flag.variable for flag in flags if flag.variable}
+        command_line_only = {
+            environment_variable(flag.name): f"{flag.name} is read from the command line only"
+            for flag in flags
+            if not flag.variable
+        }
+        message = unread_variables(os.environ, known, command_line_only)
+        if message:
+            self.error(message)
 
-    def _parse_variable(self, flag: Flag, variable: str) -> Any:
+    def _read_environment(self, flag: Flag) -> Any:
+        if flag.variable is None or flag.variable not in os.environ:
+            return _UNSET
         try:
-            return flag.parse(os.environ[variable])
+            return flag.parse(os.environ[flag.variable])
         except ValueError as error:
-            self.error(f"argument {flag.label} (from {variable}): {error}")
+            self.error(f"argument {flag.label} (from {flag.variable}): {error}")
 
 
 class Section:

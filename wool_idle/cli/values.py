@@ -3,7 +3,7 @@ raises ``ValueError`` saying why; the command line and the environment call
 the very same function, so one text is accepted or refused alike from both.
 
 - Durations: seconds (``1.5``) or Prometheus-style (``30s``, ``5m``, ``1h30m``,
-  ``500ms``), at most ``MAX_DURATION``.
+  ``500ms``; units from the largest down, each once), at most ``MAX_DURATION``.
 - Booleans (environment only; on the command line a switch takes no value):
   one of ``TRUE_WORDS`` or ``FALSE_WORDS``, any case, surrounding blanks
   ignored. Anything else, the empty text included, is refused.
@@ -14,6 +14,7 @@ the very same function, so one text is accepted or refused alike from both.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 import ssl
 import urllib.parse
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.urls import redact
 from wool_idle.worker.address import parse_address
 
@@ -47,6 +49,9 @@ _UNIT_SECONDS: Final = {
     "s": 1.0,
     "ms": 0.001,
 }
+_UNITS: Final = tuple(_UNIT_SECONDS)
+"""The units from the largest down: a duration names each at most once, in this
+order (``1h30m``; Prometheus refuses ``1h1h`` and ``30m1h``)."""
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -68,6 +73,11 @@ def parse_duration(text: str) -> float:
         seconds = float(stripped)
     elif stripped and not _DURATION_PART.sub("", stripped):
         parts = _DURATION_PART.findall(stripped)
+        ranks = [_UNITS.index(unit) for _, unit in parts]
+        if any(earlier >= later for earlier, later in itertools.pairwise(ranks)):
+            raise ValueError(
+                f"invalid duration {text!r}: units go from the largest down, each at most once"
+            )
         seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
     else:
         raise ValueError(f"invalid duration {text!r} (use seconds or e.g. 30s, 5m, 1h30m)")
@@ -158,10 +168,11 @@ def _url(text: str) -> str:
 
 
 def _readable_file(text: str) -> str:
+    """A regular file readable now, no larger than ``CONFIG_FILE_LIMIT`` (so that a
+    FIFO or ``/dev/zero`` is refused here rather than hanging the reader)."""
     _text(text)
     try:
-        with open(text, "rb"):
-            pass
+        read_regular_file(text, limit=CONFIG_FILE_LIMIT)
     except OSError as error:
         raise ValueError(f"cannot read {text!r}: {error.strerror}") from None
     return text
@@ -218,7 +229,7 @@ TEXT: Final = Value("TEXT", _text)
 FILE: Final = Value("PATH", _text)
 """A path; whether the file exists is the reader's business (it may come later)."""
 READABLE_FILE: Final = Value("PATH", _readable_file)
-"""A path to a file readable now."""
+"""A path to a regular file readable now (at most ``CONFIG_FILE_LIMIT`` bytes)."""
 CERTIFICATES: Final = Value("PATH", _certificates)
 """A PEM file with at least one certificate that parses."""
 IP_ADDRESS: Final = Value("IP", _ip_address)

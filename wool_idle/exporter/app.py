@@ -44,7 +44,7 @@ class ExporterSettings:
     """Subtracted from Prometheus's scrape timeout so the response arrives in time."""
 
 
-class _Chained(Collector):
+class _CollectorChain(Collector):
     """Collects from several collectors in order (one rendering, fresh families)."""
 
     def __init__(self, *collectors: Collector) -> None:
@@ -90,7 +90,7 @@ def create_app(
 
     async def metrics(request: web.Request) -> web.Response:
         results = await prober.fan_out(targets.all(), scrape_budget(request, settings))
-        return render_metrics(request, _Chained(ProbeCollector(results), registry))
+        return render_metrics(request, _CollectorChain(ProbeCollector(results), registry))
 
     async def probe(request: web.Request) -> web.Response:
         raw = request.query.get("target")

@@ -7,7 +7,9 @@ starts with ``__`` are accepted and dropped (Prometheus drops them after
 relabelling too), as are empty values; a ``worker`` label gives way to the
 address, which is the ``worker`` label of every series.
 
-A file that cannot be read or parsed leaves the last good set in place.
+A file that cannot be read or parsed leaves the last good set in place; so does
+one that is not a regular file (a FIFO, ``/dev/zero``) or is larger than
+``TARGETS_FILE_LIMIT`` (64 MiB), which is never read at all.
 ``watch`` checks the file's content (not its timestamp) every interval and
 parses it off the event loop, in a thread, only when the bytes changed.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 from wool_idle.contract import WORKER_LABEL
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
+from wool_idle.files import TARGETS_FILE_LIMIT, read_regular_file
 from wool_idle.worker.address import parse_address
 
 log = logging.getLogger(__name__)
@@ -188,8 +191,7 @@ class TargetSet:
         if self.path is None:
             return None
         try:
-            with open(self.path, "rb") as file:
-                data = file.read()
+            data = read_regular_file(self.path, limit=TARGETS_FILE_LIMIT)
         except OSError as error:
             return _Read(None, error=f"cannot read: {error}")
         digest = hashlib.blake2b(data, digest_size=16).digest()

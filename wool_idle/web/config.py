@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.server_tls import server_tls_context
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
@@ -77,7 +78,7 @@ class WebConfig:
 def load_web_config(path: str) -> WebConfig:
     """Read and validate ``path``; ``WebConfigError`` names what is wrong."""
     try:
-        content = Path(path).read_text(encoding="utf-8")
+        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise WebConfigError(f"cannot read {path!r}: {error}") from None
     return parse_web_config(content, Path(path).resolve().parent)

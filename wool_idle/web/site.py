@@ -20,6 +20,7 @@ from typing import Final
 
 from aiohttp import web
 
+from wool_idle.unix_socket import claim_unix_socket
 from wool_idle.web.basicauth import BasicAuth
 from wool_idle.web.config import WebConfig
 from wool_idle.worker.address import UNIX_PREFIX
@@ -79,6 +80,7 @@ async def _start(runner: web.AppRunner, listen: str, config: WebConfig) -> str:
     site: web.BaseSite
     if listen.startswith(UNIX_PREFIX):
         path = listen.removeprefix(UNIX_PREFIX)
+        claim_unix_socket(path)
         site = web.UnixSite(runner, path, ssl_context=config.ssl_context)
         await site.start()
         return f"{scheme}+unix://{urllib.parse.quote(path, safe='')}"

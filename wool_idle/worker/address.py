@@ -7,6 +7,9 @@ import re
 from typing import Final
 
 UNIX_PREFIX: Final = "unix:"
+MAX_UNIX_PATH_BYTES: Final = 107
+"""The longest Unix socket path: ``sun_path`` holds 108 bytes with the final NUL.
+A longer one can be neither bound nor connected to."""
 _HOSTNAME: Final = re.compile(
     r"(?=.{1,253}\Z)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_-]{1,63})*\.?", re.ASCII
 )
@@ -19,13 +22,20 @@ def parse_address(text: str, *, listen: bool = False) -> str:
 
     TCP addresses need a port of ASCII digits in 1..65535 (``listen=True`` also
     allows 0, an ephemeral port) and an ASCII host. Unix socket addresses need a
-    non-empty path. No address holds a control character (a newline, a NUL).
+    non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes. No address holds a
+    control character (a newline, a NUL).
     """
     if _CONTROL.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
     if text.startswith(UNIX_PREFIX):
-        if not text[len(UNIX_PREFIX) :].strip("/"):
+        path = text[len(UNIX_PREFIX) :]
+        if not path.strip("/"):
             raise ValueError(f"invalid address {text!r}: unix socket path is empty")
+        if len(path.encode("utf-8", "surrogateescape")) > MAX_UNIX_PATH_BYTES:
+            raise ValueError(
+                f"invalid address {text!r}: unix socket path longer than "
+                f"{MAX_UNIX_PATH_BYTES} bytes"
+            )
         return text
     if not text.isascii():
         raise ValueError(f"invalid address {text!r}: host and port must be ASCII")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Final
@@ -28,17 +29,28 @@ from wool_idle.cli.values import (
     Value,
     whole_number,
 )
-from wool_idle.contract import DEFAULT_GRACE, stop_deadline
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
 from wool_idle.worker.auth import MethodPolicy
 from wool_idle.worker.connection import WorkerConnection
+from wool_idle.worker.containment import (
+    EXIT_LOOP_ENDED,
+    EXITS,
+    ContainingEventLoop,
+    safe_repr,
+)
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
 
+log = logging.getLogger("wool_idle.worker")
 IDENTITY: Final = Value("IDENTITY", TEXT.parse)
 IDLE_TIMEOUT: Final = 5.0
 """Default deadline of ``wool-idle idle``'s RPC."""
+CLIENT_RPC_FLAGS: Final = (
+    "from the command line only: the environment is shared with workers and daemons, "
+    "whose WOOL_IDLE_GRACE or WOOL_IDLE_TIMEOUT mean something else"
+)
 EXIT_OK: Final = 0
 EXIT_UNSUPPORTED: Final = 3
 """``idle``: the worker predates the idle RPC. ``stop``: the worker refused (not idle enough)."""
@@ -90,8 +102,12 @@ def register(parser: Parser) -> None:
         description=help_from_docstring(idle_command.__doc__),
     )
     idle.add_positional("target", ADDRESS, "host:port or unix:/path")
-    idle.section("RPC").add(
-        "--timeout", POSITIVE_DURATION, "deadline of the idle RPC", default=IDLE_TIMEOUT
+    idle.section("RPC", CLIENT_RPC_FLAGS).add(
+        "--timeout",
+        POSITIVE_DURATION,
+        "deadline of the idle RPC",
+        default=IDLE_TIMEOUT,
+        environment=False,
     )
     add_client_tls_flags(idle)
     idle.set_defaults(func=idle_command, parser=idle)
@@ -100,24 +116,27 @@ def register(parser: Parser) -> None:
         "stop", help="stop a worker", description=help_from_docstring(stop_command.__doc__)
     )
     stop.add_positional("target", ADDRESS, "host:port or unix:/path")
-    rpc = stop.section("RPC")
+    rpc = stop.section("RPC", CLIENT_RPC_FLAGS)
     rpc.add(
         "--grace",
         GRACE,
         "how long the worker drains in-flight tasks (0 cancels them; 'forever')",
         default=DEFAULT_GRACE,
+        environment=False,
     )
     rpc.add(
         "--if-idle-for",
         DURATION,
         "stop only if the worker has been idle at least this long",
         default=None,
+        environment=False,
     )
     rpc.add(
         "--timeout",
         POSITIVE_DURATION,
         "deadline of the stop RPC (default: grace + 10s)",
         default=None,
+        environment=False,
     )
     add_client_tls_flags(stop)
     stop.set_defaults(func=stop_command, parser=stop)
@@ -134,12 +153,21 @@ def _authorization(parser: Parser, args: argparse.Namespace) -> MethodPolicy:
 def run_worker(args: argparse.Namespace) -> int:
     """Run a worker until a stop RPC or SIGTERM/SIGINT has drained it.
 
-    Prints the address clients should use on one line once it serves.
+    Prints the address clients should use on one line once it serves. A task
+    that raises SystemExit or KeyboardInterrupt (itself, in a task it starts,
+    in a callback it schedules) fails alone; an exit that still ends the event
+    loop (one raised by a signal handler a task installed) is logged and the
+    worker exits 70 rather than hang.
     """
     tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
     configure_logging(args)
-    return asyncio.run(_serve(args, tls, authorization))
+    try:
+        with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
+            return runner.run(_serve(args, tls, authorization))
+    except EXITS as exit_:
+        log.critical("%s ended the event loop; tasks in flight are lost", safe_repr(exit_))
+        return EXIT_LOOP_ENDED
 
 
 async def _serve(
@@ -147,7 +175,7 @@ async def _serve(
 ) -> int:
     limit = args.max_in_flight
     service = WorkerService(
-        backpressure=(lambda s: len(s.docket) >= limit) if limit else None,
+        backpressure=(lambda s: len(s.in_flight) >= limit) if limit else None,
         authorization=authorization,
     )
     server = WorkerServer(args.listen, service, tls=tls)
@@ -163,7 +191,8 @@ async def _serve(
 
 def idle_command(args: argparse.Namespace) -> int:
     """Print a worker's idle seconds. Exit 0 on success, 3 if the worker predates
-    the idle RPC, 4 if it is unreachable, 5 on any other RPC error."""
+    the idle RPC, 4 if it is unreachable, 5 on any other RPC error or an answer
+    that is no idle value (NaN, infinite, negative)."""
     tls = client_tls(args.parser, args)
 
     async def ask() -> float:
@@ -174,7 +203,14 @@ def idle_command(args: argparse.Namespace) -> int:
         seconds = asyncio.run(ask())
     except (IdleUnavailable, RpcError) as error:
         return _report(error)
-    print(f"{seconds:.3f}")
+    if not valid_idle(seconds):
+        print(
+            f"wool-idle: {args.target} answered no idle value "
+            f"({seconds!r}: not a finite number >= 0)",
+            file=sys.stderr,
+        )
+        return EXIT_RPC_ERROR
+    print(f"{seconds + 0.0:.3f}")  # + 0.0: -0.0 prints as 0.000
     return EXIT_OK
 
 

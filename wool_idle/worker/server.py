@@ -9,6 +9,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from wool_idle.proto import SERVICE, IdleTime, Request, Response, StopRequest, Void
+from wool_idle.unix_socket import claim_unix_socket
 from wool_idle.worker.address import UNIX_PREFIX, parse_address
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
@@ -39,7 +40,10 @@ class WorkerServer:
         self._closer: asyncio.Task[None] | None = None
 
     async def start(self) -> str:
-        """Bind, start serving, and return the bound address."""
+        """Bind, start serving, and return the bound address. ``OSError`` if the
+        address is in use (for a Unix socket: a process accepts connections on it)."""
+        if self.requested_address.startswith(UNIX_PREFIX):
+            claim_unix_socket(self.requested_address.removeprefix(UNIX_PREFIX))
         if self.tls is None:
             port = self._server.add_insecure_port(self.requested_address)
         else:

@@ -23,7 +23,8 @@ import grpc
 from wool_idle.exceptions import OutcomeTooLarge, TaskCancelled
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
-from wool_idle.worker.docket import Docket
+from wool_idle.worker.containment import TaskExit, contained, safe_repr
+from wool_idle.worker.in_flight import InFlightTasks
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +46,22 @@ class WorkerService:
     ``UNAVAILABLE``); ``stopped`` once in-flight tasks have drained or been
     cancelled, after which the server may close. A task's outcome is its own:
     one that raises ``SystemExit`` or ``KeyboardInterrupt`` fails alone (the
-    worker and the other tasks carry on), and one whose result or exception
+    worker and the other tasks carry on; ``containment`` says which tasks and
+    callbacks a task starts are kept in too), as does one whose result or
+    exception raises anything while pickled; one whose result or exception
     pickles to more than ``max_outcome_bytes`` is answered as ``OutcomeTooLarge``.
+    A task whose unpickling or call raises anything is refused with a ``Nack``.
     """
 
     def __init__(
         self,
         *,
         backpressure: Backpressure | None = None,
-        docket: Docket | None = None,
+        in_flight: InFlightTasks | None = None,
         authorization: MethodPolicy | None = None,
         max_outcome_bytes: int = MAX_OUTCOME_BYTES,
     ):
-        self.docket = docket if docket is not None else Docket()
+        self.in_flight = in_flight if in_flight is not None else InFlightTasks()
         self.authorization = authorization or MethodPolicy()
         self.max_outcome_bytes = max_outcome_bytes
         self.stopping = asyncio.Event()
@@ -66,9 +70,9 @@ class WorkerService:
         self._drain: asyncio.Task[None] | None = None
 
     async def idle(self, request: Void, context: Context) -> IdleTime:
-        """Answer the seconds since the docket last emptied (0 while busy), and
+        """Answer the seconds since the in-flight set last emptied (0 while busy), and
         that this worker honours the conditional stop."""
-        return IdleTime(seconds=self.docket.idle_seconds(), conditional_stop=True)
+        return IdleTime(seconds=self.in_flight.idle_seconds(), conditional_stop=True)
 
     async def stop(self, request: StopRequest, context: Context) -> Void:
         """Shut down with ``request.timeout`` as the grace, then answer.
@@ -78,7 +82,7 @@ class WorkerService:
         unless no task runs and the worker has been idle at least that long.
         Every decision is logged with the caller, the idle value and the grace.
         """
-        idle = self.docket.idle_seconds()
+        idle = self.in_flight.idle_seconds()
         refusal = self._stop_refusal(request, idle, context)
         facts = f"caller={describe(context)} idle={idle:.3f} grace={request.timeout}"
         if refusal is not None:
@@ -100,10 +104,10 @@ class WorkerService:
         required = request.if_idle_for
         if not math.isfinite(required) or required < 0:
             return grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be a finite number >= 0"
-        if len(self.docket) or idle < required:
+        if len(self.in_flight) or idle < required:
             return (
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"worker idle {idle:.3f}s with {len(self.docket)} task(s) in flight; "
+                f"worker idle {idle:.3f}s with {len(self.in_flight)} task(s) in flight; "
                 f"required idle {required:.3f}s",
             )
         return None
@@ -121,7 +125,7 @@ class WorkerService:
         return asyncio.shield(self._drain)
 
     async def _drain_tasks(self, grace: float) -> None:
-        pending = set(self.docket)
+        pending = set(self.in_flight)
         if pending and grace != 0:
             _, pending = await asyncio.wait(pending, timeout=None if grace < 0 else grace)
         for task in pending:
@@ -159,18 +163,11 @@ class WorkerService:
             uuid.UUID(request.task_id)
         except ValueError:
             return Nack(reason=f"malformed task id {request.task_id!r}")
-        try:
-            function, args, kwargs = cloudpickle.loads(request.task)
-        except Exception as error:  # any unpickling failure is the caller's fault
-            return Nack(reason=f"undecodable task: {error!r}")
-        if not inspect.iscoroutinefunction(function):
-            return Nack(reason=f"{function!r} is not a coroutine function")
-        try:
-            coroutine = function(*args, **kwargs)
-        except TypeError as error:  # arguments that do not fit the signature
-            return Nack(reason=f"cannot call {function!r}: {error}")
-        task = asyncio.ensure_future(_contained(coroutine))
-        self.docket.track(task)
+        coroutine = _coroutine_of(request.task)
+        if isinstance(coroutine, Nack):
+            return coroutine
+        task = asyncio.ensure_future(contained(coroutine))
+        self.in_flight.track(task)
         return task
 
 
@@ -180,21 +177,25 @@ _REFUSALS: Final = {
 }
 
 
-class _Exit(Exception):
-    """Carries a task's ``SystemExit`` or ``KeyboardInterrupt`` out of it as an
-    ordinary exception: asyncio re-raises those two out of the event loop,
-    which would end the worker and every task in flight."""
+def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
+    """The coroutine the pickled ``task`` asks for, or a ``Nack`` saying why not.
 
-    def __init__(self, exit_: BaseException) -> None:
-        super().__init__(repr(exit_))
-        self.exit = exit_
-
-
-async def _contained(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    Unpickling and calling run the caller's code: whatever it raises, an exit
+    included, refuses this task only (a ``Nack``: the task never started).
+    """
     try:
-        return await coroutine
-    except (SystemExit, KeyboardInterrupt) as exit_:
-        raise _Exit(exit_) from None
+        function, args, kwargs = cloudpickle.loads(task)
+    except BaseException as error:  # the caller's code: whatever it raises, exits too
+        return Nack(reason=f"undecodable task: {safe_repr(error)}")
+    try:
+        if not inspect.iscoroutinefunction(function):
+            return Nack(reason=f"{safe_repr(function)} is not a coroutine function")
+        coroutine = function(*args, **kwargs)
+    except BaseException as error:  # arguments that do not fit, or a hostile callable
+        return Nack(reason=f"cannot call {safe_repr(function)}: {safe_repr(error)}")
+    if not asyncio.iscoroutine(coroutine):
+        return Nack(reason=f"{safe_repr(function)} returned no coroutine")
+    return coroutine
 
 
 async def _outcome(task: asyncio.Task[Any]) -> Response:
@@ -207,13 +208,13 @@ async def _outcome(task: asyncio.Task[Any]) -> Response:
     if task.cancelled():
         return Response(exception=_pickle(TaskCancelled("task cancelled by worker shutdown")))
     error = task.exception()
-    if isinstance(error, _Exit):
+    if isinstance(error, TaskExit):
         error = error.exit
     if error is not None:
         return Response(exception=_pickle(error))
     try:
         return Response(result=cloudpickle.dumps(task.result()))
-    except Exception as pickling_error:
+    except BaseException as pickling_error:  # a result's __reduce__ may even exit
         return Response(exception=_pickle(pickling_error))
 
 
@@ -227,8 +228,9 @@ def _bounded(response: Response, limit: int) -> Response:
 
 
 def _pickle(error: BaseException) -> bytes:
-    """Pickle ``error``, or a ``RuntimeError`` describing it if it does not pickle."""
+    """Pickle ``error``, or a ``RuntimeError`` describing it if it does not pickle
+    (whatever pickling it raises, an exit included)."""
     try:
         return bytes(cloudpickle.dumps(error))
-    except Exception:
-        return bytes(cloudpickle.dumps(RuntimeError(repr(error))))
+    except BaseException:  # an exception's __reduce__ may even exit
+        return bytes(cloudpickle.dumps(RuntimeError(safe_repr(error))))

@@ -21,6 +21,8 @@ from typing import Final
 
 import grpc
 
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
+
 log = logging.getLogger(__name__)
 
 RECHECK_INTERVAL: Final = 1.0
@@ -28,9 +30,10 @@ RECHECK_INTERVAL: Final = 1.0
 
 
 def read_pem(path: str | Path, what: str) -> bytes:
-    """Return the bytes of ``path``; ``OSError`` names ``what`` and the path."""
+    """Return the bytes of ``path`` (a regular file of at most ``CONFIG_FILE_LIMIT``
+    bytes); ``OSError`` names ``what`` and the path."""
     try:
-        return Path(path).read_bytes()
+        return read_regular_file(path, limit=CONFIG_FILE_LIMIT)
     except OSError as error:
         raise OSError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
-class Docket:
+class InFlightTasks:
     """The set of tasks a worker is running.
 
     It records the monotonic time at which it last became empty (construction
@@ -22,7 +22,7 @@ class Docket:
         self._empty_since: float | None = clock()
 
     def track(self, task: asyncio.Future[Any]) -> None:
-        """Add ``task``; it leaves the docket by itself when it finishes."""
+        """Add ``task``; it leaves the set by itself when it finishes."""
         self._tasks.add(task)
         self._empty_since = None
         task.add_done_callback(self._forget)
@@ -33,7 +33,7 @@ class Docket:
             self._empty_since = self._clock()
 
     def idle_seconds(self) -> float:
-        """Seconds since the docket last emptied, or 0.0 while any task runs."""
+        """Seconds since the set last emptied, or 0.0 while any task runs."""
         if self._empty_since is None:
             return 0.0
         return max(0.0, self._clock() - self._empty_since)

@@ -1,0 +1,36 @@
+"""The web flags of the HTTP daemons: ``--web.config.file`` and its check."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from wool_idle.cli import main
+
+DAEMONS = [["exporter"], ["autoscaler", "--max-idle", "1m"]]
+
+
+@pytest.mark.timeout(60)  # reading a FIFO or /dev/zero would hang or eat memory: fail
+class TestWebConfig:
+    @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])
+    @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+    def test_web_config_special_file_exits_2_naming_flag(
+        self, daemon: list[str], special: str, tmp_path: Path, capsys
+    ) -> None:
+        """Given --web.config.file naming a FIFO or /dev/zero, when the daemon checks
+        its config, then it exits 2 at once with one line naming the flag and saying
+        the file is not a regular file."""
+        # Arrange
+        path = str(tmp_path / "fifo") if special == "fifo" else special
+        if special == "fifo":
+            os.mkfifo(path)
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main([*daemon, "--web.config.file", path, "--web.config.check"])
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert len(err.splitlines()) == 1
+        assert "argument --web.config.file" in err and "not a regular file" in err

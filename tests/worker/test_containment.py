@@ -1,0 +1,83 @@
+"""Keeping a task's exits inside it: ``contained`` and the worker's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+
+import pytest
+
+from wool_idle.worker.containment import ContainingEventLoop, TaskExit, contained, safe_repr
+
+
+class FailingRepr:
+    def __repr__(self) -> str:
+        raise SystemExit(1)
+
+
+class TestContained:
+    async def test_contained_exit_becomes_task_exit(self) -> None:
+        """Given a coroutine calling sys.exit, when awaited contained, then TaskExit
+        carrying the SystemExit (an ordinary exception)."""
+
+        async def leave() -> None:
+            sys.exit(3)
+
+        # Act
+        with pytest.raises(TaskExit) as raised:
+            await contained(leave())
+        # Assert
+        assert isinstance(raised.value.exit, SystemExit) and raised.value.exit.code == 3
+
+
+class TestSafeRepr:
+    def test_safe_repr_of_a_failing_repr_names_the_type(self) -> None:
+        """Given an object whose __repr__ exits, then its type is named instead."""
+        assert safe_repr(FailingRepr()) == "<FailingRepr with a failing repr>"
+
+
+class TestContainingEventLoop:
+    def test_run_exits_in_callbacks_and_inner_tasks_end_only_them(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given the worker's loop, when callbacks (call_soon, call_later,
+        call_soon_threadsafe, a reader, a done callback) raise SystemExit or
+        KeyboardInterrupt and a task dies of sys.exit, then the loop runs on to the
+        end of the main coroutine, each exit is logged, and the task that exited
+        ends with its exit (for whoever awaits it)."""
+
+        async def leave() -> None:
+            sys.exit(9)
+
+        async def main() -> tuple[str, BaseException | None]:
+            loop = asyncio.get_running_loop()
+            loop.call_soon(sys.exit, 1)
+            loop.call_later(0.001, sys.exit, 2)
+            loop.call_soon_threadsafe(sys.exit, 3)
+            reading, writing = os.pipe()
+            loop.add_reader(reading, sys.exit, 4)
+            os.write(writing, b"x")
+            future = loop.create_future()
+            future.add_done_callback(lambda _: sys.exit(5))
+            future.set_result(None)
+            inner = asyncio.ensure_future(leave())
+            await asyncio.wait([inner])
+            await asyncio.sleep(0.05)
+            loop.remove_reader(reading)
+            os.close(reading)
+            os.close(writing)
+            return "finished", inner.exception()
+
+        # Act
+        with (
+            caplog.at_level(logging.ERROR, logger="wool_idle.worker.containment"),
+            asyncio.Runner(loop_factory=ContainingEventLoop) as runner,
+        ):
+            finished, inner_exit = runner.run(main())
+        # Assert
+        assert finished == "finished"
+        assert isinstance(inner_exit, SystemExit) and inner_exit.code == 9
+        for code in (1, 2, 3, 4, 5, 9):
+            assert f"contained SystemExit({code})" in caplog.text
