@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import ssl
 import subprocess
@@ -158,6 +159,32 @@ class TestParseClientConfig:
     def test_load_missing_file(self, tmp_path: Path) -> None:
         with pytest.raises(ClientConfigError, match="cannot read"):
             load_client_config(str(tmp_path / "missing.yml"))
+
+    @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+    def test_load_special_file_refused_at_once(self, special: str, tmp_path: Path) -> None:
+        """Given a FIFO nobody writes to, or an endless device, as the config file, when
+        loaded, then ClientConfigError says it is not a regular file (no hang, no
+        unbounded read)."""
+        # Arrange
+        path = tmp_path / "fifo" if special == "fifo" else Path(special)
+        if special == "fifo":
+            os.mkfifo(path)
+        # Act / Assert
+        with pytest.raises(ClientConfigError, match="not a regular file"):
+            load_client_config(str(path))
+
+    def test_parse_password_file_turned_fifo_fails_that_read(self, config_dir: Path) -> None:
+        """Given a password_file replaced by a FIFO after start, when the header is made,
+        then OSError names the key and the file at once (that read of the source fails;
+        nothing waits for a writer)."""
+        # Arrange
+        config = parse_client_config("basic_auth: {username: a, password_file: pw}", config_dir)
+        assert config.credentials is not None
+        (config_dir / "pw").unlink()
+        os.mkfifo(config_dir / "pw")
+        # Act / Assert
+        with pytest.raises(OSError, match=r"password_file .*a FIFO, not a regular file"):
+            config.credentials.header()
 
     @given(st.text(max_size=300))
     @settings(max_examples=300)

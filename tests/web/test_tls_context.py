@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import ssl
@@ -153,6 +154,25 @@ class TestReloadingContext:
         assert served == [first, first, first]
         assert len([r for r in caplog.records if "keeping the TLS files" in r.message]) == 1
         assert after_fix == rotated
+
+    def test_current_files_turned_fifo_keep_the_last_good(
+        self, server_files, tls_material, serving
+    ) -> None:
+        """Given the certificate replaced by a FIFO nobody writes to, when a handshake
+        comes, then it presents the last good certificate at once (the check never
+        waits for a writer)."""
+        # Arrange
+        clock = Clock()
+        context = server_context(server_files, clock)
+        port = serving(context)
+        first = presented(port, tls_material.ca)
+        os.unlink(server_files.cert)
+        os.mkfifo(server_files.cert)
+        clock.now = 2.0
+        # Act
+        served = presented(port, tls_material.ca)
+        # Assert
+        assert served == first
 
     def test_construct_bad_files_fail(self, tmp_path: Path) -> None:
         """Given files that cannot be loaded at start, then the configure error

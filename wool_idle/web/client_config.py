@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.client_tls import client_tls_context
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
@@ -86,7 +87,7 @@ class Secret:
         if self.path is None:
             return self.value
         try:
-            return Path(self.path).read_text(encoding="utf-8").strip()
+            return read_regular_file(self.path, limit=CONFIG_FILE_LIMIT).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as error:
             why = getattr(error, "strerror", None) or str(error)
             raise OSError(f"cannot read {self.key} {self.path!r}: {why}") from None
@@ -123,7 +124,7 @@ class HttpClientConfig:
 def load_client_config(path: str) -> HttpClientConfig:
     """Read and validate ``path``; ``ClientConfigError`` names the key that is wrong."""
     try:
-        content = Path(path).read_text(encoding="utf-8")
+        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ClientConfigError(f"cannot read {path!r}: {error}") from None
     return parse_client_config(content, Path(path).resolve().parent)

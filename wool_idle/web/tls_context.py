@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,7 @@ class ReloadingContext(ssl.SSLContext):
         digest = hashlib.blake2b(digest_size=16)
         for path in self._files:
             try:
-                with open(path, "rb") as file:
-                    digest.update(file.read())
+                digest.update(read_regular_file(path, limit=CONFIG_FILE_LIMIT))
             except OSError as error:
                 raise OSError(f"cannot read {path!r}: {error.strerror}") from None
             digest.update(b"\0")
