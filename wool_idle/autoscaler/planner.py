@@ -1,16 +1,21 @@
 """The planner: selects the workers to retire, and remembers between cycles.
 
-It wraps the pure policy with the one check the policy cannot make without
-the worker package: that the ``worker`` label is an address the actuator
-could dial. A reading whose label is not one gets ``invalid_address`` and
-takes no part in the plan (it neither holds up the floor nor uses a stop).
+It wraps the pure policy with the checks the policy cannot make without I/O
+or the worker package. The ``worker`` label must be an address the actuator
+could dial: a reading whose label is not one gets ``invalid_address``. Then
+each label is resolved (``identity``): one that does not resolve gets
+``unresolved``. Either takes no part in the plan (it neither holds up the
+floor nor uses a stop). Labels that resolve to one worker are given one
+``identity``, so the policy counts that worker once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
+from wool_idle.autoscaler.identity import AddressResolver, identities
 from wool_idle.autoscaler.policy import (
     Decision,
     Plan,
@@ -23,11 +28,13 @@ from wool_idle.autoscaler.policy import (
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.worker.address import parse_address
 
+UNRESOLVED, INVALID = Verdict.UNRESOLVED, Verdict.INVALID_ADDRESS
+
 
 class Planner(Protocol):
     """Decides each cycle, and learns what came of the stops it asked for."""
 
-    def plan(self, readings: Sequence[Reading], now: float) -> Plan:
+    async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
         """Every worker's decision for this cycle (``now`` on a monotonic clock)."""
         ...
 
@@ -37,21 +44,31 @@ class Planner(Protocol):
 
 
 class PolicyPlanner:
-    """The ``Planner`` of the daemon: address check, then the pure policy."""
+    """The ``Planner`` of the daemon: address check, resolution, then the pure policy."""
 
-    def __init__(self, settings: PolicySettings) -> None:
+    def __init__(self, settings: PolicySettings, resolver: AddressResolver | None = None) -> None:
         self.settings = settings
         self.state = PolicyState()
+        self.resolver = resolver or AddressResolver()
         self._addressable: dict[str, bool] = {}
 
-    def plan(self, readings: Sequence[Reading], now: float) -> Plan:
+    async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
         addressable = self._check_addresses(readings)
-        result = plan(
-            [r for r in readings if addressable[r.worker]], self.state, self.settings, now
-        )
+        endpoints = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
+        resolved = {w: points for w, points in endpoints.items() if points is not None}
+        shared = identities(resolved)
+        planned = [
+            replace(r, identity=shared[r.worker]) if r.worker in shared else r
+            for r in readings
+            if r.worker in resolved
+        ]
+        result = plan(planned, self.state, self.settings, now)
         self.state = result.state
-        unaddressable = {r.worker: r.idle for r in readings if not addressable[r.worker]}
-        rejected = (Decision(w, idle, Verdict.INVALID_ADDRESS) for w, idle in unaddressable.items())
+        left_out = {r.worker: r for r in readings if r.worker not in resolved}
+        rejected = (
+            Decision(w, r.idle, UNRESOLVED if addressable[w] else INVALID, r.group)
+            for w, r in left_out.items()
+        )
         return Plan((*result.decisions, *rejected), result.state, result.candidates)
 
     def record(self, worker: str, result: StopResult, now: float) -> None:

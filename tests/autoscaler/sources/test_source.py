@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
-from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.policy import Plan, PolicySettings, Reading
 from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Source, SourceError
 from wool_idle.autoscaler.sources.source import fetch
 from wool_idle.contract import valid_idle
@@ -110,7 +111,17 @@ class TestSourcesOverHttp:
 
 SETTINGS = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=100, max_staleness=30.0)
 SERIES = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
-WORKERS = ("a:1", "b:1", "127.0.0.1:9", "worker-name", "a:1 ", "unix:/w.sock", "", "[::1]:5")
+WORKERS = (
+    "127.0.0.2:1",
+    "localhost:9",
+    "127.0.0.1:9",
+    "worker-name",
+    "a:1 ",
+    "unix:/w.sock",
+    "",
+    "[::1]:5",
+)
+"""Labels: addresses (two of them one worker's), and labels that are not addresses."""
 NUMBERS = ("500", "60", "0", "1", "-1", "NaN", "+Inf", "1e999", "abc", " 500", "1_000")
 
 json_leaves = (
@@ -169,7 +180,7 @@ deep_json = st.builds(
 )
 rows = st.lists(
     st.tuples(
-        st.sampled_from(("a:1", "b:1", "127.0.0.1:9", *WORKERS)),
+        st.sampled_from(("127.0.0.2:1", "localhost:9", "127.0.0.1:9", *WORKERS)),
         st.sampled_from(["", "x", "y"]),
         st.sampled_from(("500", "500", "500", *NUMBERS)),
         st.sampled_from(["1", "1", "1", "1", "0", "abc"]),
@@ -266,6 +277,13 @@ class Http:
     served: Served
     session: aiohttp.ClientSession
     base: str
+    resolver: AddressResolver
+
+    def plan(self, readings: list[Reading]) -> Plan:
+        """The daemon's planner's plan of ``readings`` (its names resolved once per module)."""
+        return self.loop.run_until_complete(
+            PolicyPlanner(SETTINGS, self.resolver).plan(readings, 0.0)
+        )
 
     def read(self, source: Source) -> list[Reading] | None:
         """``source.read()``: its readings, None for a SourceError; anything else raises."""
@@ -295,7 +313,7 @@ def http():
         return aiohttp.ClientSession()
 
     session = loop.run_until_complete(open_session())
-    yield Http(loop, served, session, f"http://{host}:{port}")
+    yield Http(loop, served, session, f"http://{host}:{port}", AddressResolver())
     loop.run_until_complete(session.close())
     loop.run_until_complete(runner.cleanup())
     loop.close()
@@ -357,7 +375,7 @@ class TestReadProperties:
         readings = http.read(source)
         if readings is None:
             return
-        plan = PolicyPlanner(SETTINGS).plan(readings, 0.0)
+        plan = http.plan(readings)
         # Assert
         for decision in plan.stops:
             series = _exposition_samples(body, decision.worker)
@@ -380,7 +398,7 @@ class TestReadProperties:
         readings = http.read(source)
         if readings is None:
             return
-        plan = PolicyPlanner(SETTINGS).plan(readings, 0.0)
+        plan = http.plan(readings)
         # Assert
         for decision in plan.stops:
             worker = decision.worker

@@ -1,0 +1,170 @@
+"""Which worker each address names, so that one worker counts once.
+
+Two labels can name one worker: ``127.0.0.1:P`` and ``localhost:P``,
+``unix:/run/w.sock`` and ``unix:/run/./w.sock``. Before each plan the planner
+resolves every label to its endpoints:
+
+- ``host:port``: the IP addresses the host resolves to (``getaddrinfo``, run in
+  a thread, at most ``timeout`` seconds for all labels together), each with the
+  port; an IP address needs no lookup;
+- ``unix:/path``: the real path (symbolic links and ``..`` followed).
+
+Labels whose endpoints overlap, directly or through other labels, name one
+worker. A label that does not resolve (no such host, no answer in time, a
+relative unix path, which means another path in each process) names an
+unknown worker: fail closed, the planner never stops it and does not count it.
+A lookup still running when the time is up is not abandoned: its answer is
+used on a later cycle. Answers are kept ``ttl`` seconds, and only for the
+labels of the last read.
+
+What this cannot see: one worker reached through addresses that resolve apart
+(a worker listening on every interface, named by ``127.0.0.1:P`` and by its
+LAN address). Name each worker once in the targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+from wool_idle.worker.address import UNIX_PREFIX
+
+RESOLVE_TIMEOUT: Final = 2.0
+"""Seconds one plan waits, at most, for the lookups of its labels."""
+RESOLVE_TTL: Final = 60.0
+"""Seconds an answer (endpoints, or none) is kept."""
+LOOKUP_THREADS: Final = 4
+"""Threads that run name lookups (and real-path reads), apart from the loop's own."""
+_LOOKUPS: Final = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="wool-idle-resolve")
+
+Endpoints = frozenset[str]
+"""Where a label leads: ``ip:port`` / ``[ipv6]:port`` strings, or one ``unix:/real/path``."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    endpoints: Endpoints | None
+    expires: float
+
+
+class AddressResolver:
+    """Resolves worker labels (valid addresses) to endpoints, with a short memory.
+
+    Lookups run on threads of their own (``LOOKUP_THREADS``, shared by every
+    resolver), so a slow DNS never delays the event loop's other threaded work (the
+    source's own lookups, parsing).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = RESOLVE_TIMEOUT,
+        ttl: float = RESOLVE_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.timeout, self.ttl, self.clock = timeout, ttl, clock
+        self._answers: dict[str, _Answer] = {}
+        self._lookups: dict[str, asyncio.Future[Endpoints | None]] = {}
+
+    async def resolve(self, workers: Iterable[str]) -> dict[str, Endpoints | None]:
+        """Each of ``workers``' endpoints, None where it did not resolve (in time)."""
+        now, answers, lookups = self.clock(), self._answers, self._lookups
+        wanted = dict.fromkeys(workers)
+        fresh = {w: answers[w] for w in wanted if w in answers and answers[w].expires > now}
+        for worker in wanted.keys() - fresh.keys() - lookups.keys():
+            literal = _literal(worker)
+            if literal is not None:
+                fresh[worker] = _Answer(literal, now + self.ttl)
+            else:
+                lookups[worker] = asyncio.get_running_loop().run_in_executor(
+                    _LOOKUPS, _look_up, worker
+                )
+        for worker in lookups.keys() - wanted.keys():
+            lookups.pop(worker).cancel()
+        if lookups:
+            await asyncio.wait(lookups.values(), timeout=self.timeout)
+        expires = self.clock() + self.ttl
+        for worker, lookup in list(lookups.items()):
+            if lookup.done():
+                del lookups[worker]
+                failed = lookup.cancelled() or lookup.exception() is not None
+                fresh[worker] = _Answer(None if failed else lookup.result(), expires)
+        self._answers = fresh
+        return {w: fresh[w].endpoints if w in fresh else None for w in wanted}
+
+
+def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
+    """The identity of each label that shares a worker with another label: labels whose
+    endpoints overlap, directly or through others, get one (their endpoints, sorted
+    and comma-joined). A label that is the only one of its worker gets none."""
+    owner: dict[str, str] = {}
+    parent: dict[str, str] = {}
+
+    def root(label: str) -> str:
+        while parent.get(label, label) != label:
+            label = parent[label]
+        return label
+
+    for label, points in endpoints.items():
+        for point in points:
+            other = root(owner.setdefault(point, label))
+            if other != root(label):
+                parent[root(label)] = other
+    if not parent:
+        return {}
+    members: dict[str, list[str]] = {}
+    for label in endpoints:
+        members.setdefault(root(label), []).append(label)
+    shared = {}
+    for labels in members.values():
+        if len(labels) > 1:
+            identity = ",".join(sorted(set().union(*(endpoints[label] for label in labels))))
+            shared.update(dict.fromkeys(labels, identity))
+    return shared
+
+
+def _literal(worker: str) -> Endpoints | None:
+    """Where ``worker`` leads when that needs no lookup (an IP address), else None."""
+    if worker.startswith(UNIX_PREFIX):
+        return None
+    host, port = _host_port(worker)
+    try:
+        return frozenset({_endpoint(host, port)})
+    except ValueError:
+        return None
+
+
+def _look_up(worker: str) -> Endpoints | None:
+    """Where ``worker`` (a valid address) leads; None if it does not resolve. Blocks."""
+    if worker.startswith(UNIX_PREFIX):
+        path = worker[len(UNIX_PREFIX) :]
+        return frozenset({UNIX_PREFIX + os.path.realpath(path)}) if os.path.isabs(path) else None
+    host, port = _host_port(worker)
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError):
+        return None
+    return frozenset(_endpoint(str(sockaddr[0]), port) for *_, sockaddr in found) or None
+
+
+def _host_port(worker: str) -> tuple[str, int]:
+    host, _, port = worker.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _endpoint(host: str, port: int) -> str:
+    """``host`` (an IP address; ``ValueError`` if not) and ``port`` in one spelling."""
+    address = ipaddress.ip_address(host)
+    if isinstance(address, ipaddress.IPv6Address):
+        mapped = address.ipv4_mapped
+        if mapped is None:
+            return f"[{address.compressed}]:{port}"
+        address = mapped
+    return f"{address}:{port}"
