@@ -16,6 +16,7 @@ Runs alternate. Ratios last.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import statistics
@@ -92,8 +93,13 @@ def text_floor(text: str) -> None:
             pass
 
 
+LOOP = asyncio.new_event_loop()
+"""The daemon's loop: the planner is a coroutine (it resolves the workers' addresses)."""
+
+
 def text_cycle(planner: PolicyPlanner, text: str) -> None:
-    planner.plan(parse_exposition(text, (), planner.settings.group_by), 0.0)
+    readings = parse_exposition(text, (), planner.settings.group_by)
+    LOOP.run_until_complete(planner.plan(readings, 0.0))
 
 
 def json_floor(values: str, ages: str) -> None:
@@ -103,7 +109,8 @@ def json_floor(values: str, ages: str) -> None:
 
 def json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
     group_by = planner.settings.group_by
-    planner.plan(parse_query_responses(json.loads(values), json.loads(ages), group_by), 0.0)
+    readings = parse_query_responses(json.loads(values), json.loads(ages), group_by)
+    LOOP.run_until_complete(planner.plan(readings, 0.0))
 
 
 def main() -> None:

@@ -45,7 +45,8 @@ class TestAddressResolver:
     async def test_resolve_addresses(self, tmp_path: Path) -> None:
         """Given an IP address, a name, an IPv6 address, a unix path through a symbolic
         link, a relative unix path and a name that does not exist, when resolved, then
-        each gives its endpoints (the link followed), and the last two none."""
+        each gives its endpoints (the link followed), and the last two are left out: they
+        do not resolve."""
         # Arrange
         (tmp_path / "real.sock").touch()
         (tmp_path / "link.sock").symlink_to(tmp_path / "real.sock")
@@ -65,8 +66,6 @@ class TestAddressResolver:
             "localhost:5": localhost_endpoints(5),
             "[::1]:5": frozenset({"[::1]:5"}),
             f"unix:{tmp_path}/link.sock": frozenset({f"unix:{tmp_path.resolve()}/real.sock"}),
-            "unix:w.sock": None,
-            "no-such-host.invalid:5": None,
         }
 
     async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
@@ -102,11 +101,11 @@ class TestAddressResolver:
         stuck = await resolver.resolve(["localhost:5"])
         busy_lookups.set()
         later = stuck
-        while later["localhost:5"] is None:
+        while not later:
             await asyncio.sleep(0.01)
             later = await resolver.resolve(["localhost:5"])
         # Assert
-        assert stuck == {"localhost:5": None}
+        assert stuck == {}
         assert later == {"localhost:5": localhost_endpoints(5)}
 
     async def test_resolve_forgets_labels_no_longer_read(self) -> None:

@@ -12,7 +12,7 @@ read under several labels counts once (``aliases``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from wool_idle.autoscaler.verdicts import Verdict
@@ -27,20 +27,15 @@ ALIVE: Final = frozenset({None, Verdict.BUSY, Verdict.NOT_ALERTING, Verdict.UNSU
 def room(
     latest: Mapping[str, Reading],
     disqualified: Mapping[str, Verdict | None],
-    verdicts: Mapping[str, Verdict],
-    retiring: Mapping[str, float],
+    gone: Container[str],
     min_workers: int,
 ) -> dict[tuple[str, ...], int]:
-    """How many workers each group may lose: its workers known alive and not retiring
-    (each counted once, under its first label), less ``min_workers``."""
-    alive = Counter(
-        [
-            latest[w].group
-            for w, v in disqualified.items()
-            if v in ALIVE and w not in retiring and verdicts.get(w) is not Verdict.ALIAS
-        ]
-    )
-    return {group: max(0, n - min_workers) for group, n in alive.items()}
+    """How many workers each group may lose: its workers known alive, less
+    ``min_workers``. ``gone``: the labels not to count (retiring workers, and the
+    other labels of a worker read under several)."""
+    alive = ALIVE
+    groups = [latest[w].group for w, v in disqualified.items() if v in alive and w not in gone]
+    return {group: max(0, n - min_workers) for group, n in Counter(groups).items()}
 
 
 def take(

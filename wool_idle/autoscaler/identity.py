@@ -4,9 +4,9 @@ Two labels can name one worker: ``127.0.0.1:P`` and ``localhost:P``,
 ``unix:/run/w.sock`` and ``unix:/run/./w.sock``. Before each plan the planner
 resolves every label to its endpoints:
 
-- ``host:port``: the IP addresses the host resolves to (``getaddrinfo``, run in
-  a thread, at most ``timeout`` seconds for all labels together), each with the
-  port; an IP address needs no lookup;
+- ``host:port``: the IP addresses the host resolves to (``getaddrinfo``, on
+  threads of its own, at most ``timeout`` seconds for all labels together),
+  each with the port; an IP address needs no lookup;
 - ``unix:/path``: the real path (symbolic links and ``..`` followed).
 
 Labels whose endpoints overlap, directly or through other labels, name one
@@ -29,9 +29,10 @@ import ipaddress
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from itertools import chain
 from typing import Final
 
 from wool_idle.worker.address import UNIX_PREFIX
@@ -46,12 +47,6 @@ _LOOKUPS: Final = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="wool-id
 
 Endpoints = frozenset[str]
 """Where a label leads: ``ip:port`` / ``[ipv6]:port`` strings, or one ``unix:/real/path``."""
-
-
-@dataclass(frozen=True)
-class _Answer:
-    endpoints: Endpoints | None
-    expires: float
 
 
 class AddressResolver:
@@ -70,24 +65,29 @@ class AddressResolver:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.timeout, self.ttl, self.clock = timeout, ttl, clock
-        self._answers: dict[str, _Answer] = {}
+        self._answers: dict[str, tuple[Endpoints | None, float]] = {}
+        """Each label's endpoints (None: it does not resolve) and when that expires."""
         self._lookups: dict[str, asyncio.Future[Endpoints | None]] = {}
+        self._resolved: Mapping[str, Endpoints] = {}
+        self._earliest = 0.0
+        """When the first of ``_answers`` expires: until then, the same workers as last
+        time have the same answer (``_resolved``)."""
 
-    async def resolve(self, workers: Iterable[str]) -> dict[str, Endpoints | None]:
-        """Each of ``workers``' endpoints, None where it did not resolve (in time)."""
-        now, answers, lookups = self.clock(), self._answers, self._lookups
+    async def resolve(self, workers: Iterable[str]) -> Mapping[str, Endpoints]:
+        """The endpoints of each of ``workers`` that resolves (in time); a worker left
+        out does not (or not yet)."""
+        now, known, lookups = self.clock(), self._answers, self._lookups
         wanted = dict.fromkeys(workers)
-        fresh = {w: answers[w] for w in wanted if w in answers and answers[w].expires > now}
-        for worker in wanted.keys() - fresh.keys() - lookups.keys():
-            literal = _literal(worker)
-            if literal is not None:
-                fresh[worker] = _Answer(literal, now + self.ttl)
+        if now < self._earliest and not lookups and wanted.keys() == known.keys():
+            return self._resolved  # the steady state: nothing to look up
+        answers, missing = {}, []
+        for worker in wanted:
+            answer = known.get(worker)
+            if answer is not None and answer[1] > now:
+                answers[worker] = answer
             else:
-                lookups[worker] = asyncio.get_running_loop().run_in_executor(
-                    _LOOKUPS, _look_up, worker
-                )
-        for worker in lookups.keys() - wanted.keys():
-            lookups.pop(worker).cancel()
+                missing.append(worker)
+        self._start(missing, answers, now + self.ttl)
         if lookups:
             await asyncio.wait(lookups.values(), timeout=self.timeout)
         expires = self.clock() + self.ttl
@@ -95,15 +95,42 @@ class AddressResolver:
             if lookup.done():
                 del lookups[worker]
                 failed = lookup.cancelled() or lookup.exception() is not None
-                fresh[worker] = _Answer(None if failed else lookup.result(), expires)
-        self._answers = fresh
-        return {w: fresh[w].endpoints if w in fresh else None for w in wanted}
+                answers[worker] = (None if failed else lookup.result(), expires)
+        self._answers = answers
+        self._earliest = min((expiry for _, expiry in answers.values()), default=0.0)
+        self._resolved = {w: points for w, (points, _) in answers.items() if points is not None}
+        return self._resolved
+
+    def _start(
+        self,
+        missing: list[str],
+        answers: dict[str, tuple[Endpoints | None, float]],
+        expires: float,
+    ) -> None:
+        """Answer each of ``missing`` that needs no lookup, start a lookup for the others
+        (unless one runs), and give up the lookups of workers no longer read."""
+        lookups = self._lookups
+        for worker in missing:
+            literal = _literal(worker)
+            if literal is not None:
+                answers[worker] = (literal, expires)
+            elif worker not in lookups:
+                lookups[worker] = asyncio.get_running_loop().run_in_executor(
+                    _LOOKUPS, _look_up, worker
+                )
+        for worker in lookups.keys() - answers.keys() - set(missing):
+            lookups.pop(worker).cancel()
 
 
 def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
     """The identity of each label that shares a worker with another label: labels whose
     endpoints overlap, directly or through others, get one (their endpoints, sorted
     and comma-joined). A label that is the only one of its worker gets none."""
+    counts = Counter(chain.from_iterable(endpoints.values()))
+    shared = {point for point, n in counts.items() if n > 1}
+    if not shared:
+        return {}
+    linked = {label: points for label, points in endpoints.items() if not points.isdisjoint(shared)}
     owner: dict[str, str] = {}
     parent: dict[str, str] = {}
 
@@ -112,22 +139,19 @@ def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
             label = parent[label]
         return label
 
-    for label, points in endpoints.items():
+    for label, points in linked.items():
         for point in points:
             other = root(owner.setdefault(point, label))
             if other != root(label):
                 parent[root(label)] = other
-    if not parent:
-        return {}
     members: dict[str, list[str]] = {}
-    for label in endpoints:
+    for label in linked:
         members.setdefault(root(label), []).append(label)
-    shared = {}
+    identity_of = {}
     for labels in members.values():
-        if len(labels) > 1:
-            identity = ",".join(sorted(set().union(*(endpoints[label] for label in labels))))
-            shared.update(dict.fromkeys(labels, identity))
-    return shared
+        identity = ",".join(sorted(set().union(*(linked[label] for label in labels))))
+        identity_of.update(dict.fromkeys(labels, identity))
+    return identity_of
 
 
 def _literal(worker: str) -> Endpoints | None:

@@ -11,11 +11,11 @@ floor nor uses a stop). Labels that resolve to one worker are given one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from wool_idle.autoscaler.identity import AddressResolver, identities
+from wool_idle.autoscaler.identity import AddressResolver, Endpoints, identities
 from wool_idle.autoscaler.policy import (
     Decision,
     Plan,
@@ -27,8 +27,6 @@ from wool_idle.autoscaler.policy import (
 )
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.worker.address import parse_address
-
-UNRESOLVED, INVALID = Verdict.UNRESOLVED, Verdict.INVALID_ADDRESS
 
 
 class Planner(Protocol):
@@ -51,22 +49,34 @@ class PolicyPlanner:
         self.state = PolicyState()
         self.resolver = resolver or AddressResolver()
         self._addressable: dict[str, bool] = {}
+        self._resolved: Mapping[str, Endpoints] = {}
+        self._shared: dict[str, str] = {}
 
     async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
         addressable = self._check_addresses(readings)
-        endpoints = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
-        resolved = {w: points for w, points in endpoints.items() if points is not None}
-        shared = identities(resolved)
-        planned = [
-            replace(r, identity=shared[r.worker]) if r.worker in shared else r
-            for r in readings
-            if r.worker in resolved
-        ]
+        resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
+        if resolved is not self._resolved:  # the same answers as last cycle: the same identities
+            self._resolved, self._shared = resolved, identities(resolved)
+        shared = self._shared
+        planned: Sequence[Reading] = readings
+        if shared or len(resolved) < len(addressable):
+            planned = [
+                replace(r, identity=shared[r.worker]) if r.worker in shared else r
+                for r in readings
+                if r.worker in resolved
+            ]
         result = plan(planned, self.state, self.settings, now)
         self.state = result.state
+        if len(resolved) == len(addressable):
+            return result
         left_out = {r.worker: r for r in readings if r.worker not in resolved}
         rejected = (
-            Decision(w, r.idle, UNRESOLVED if addressable[w] else INVALID, r.group)
+            Decision(
+                w,
+                r.idle,
+                Verdict.UNRESOLVED if addressable[w] else Verdict.INVALID_ADDRESS,
+                r.group,
+            )
             for w, r in left_out.items()
         )
         return Plan((*result.decisions, *rejected), result.state, result.candidates)

@@ -193,7 +193,8 @@ def plan(
         else:
             ranked.append(latest[worker])
     ranked.sort(key=lambda r: (-(r.idle or 0.0), r.worker))
-    room = floor.room(latest, disqualified, verdicts, retiring, settings.min_workers)
+    gone = retiring.keys() | {w for labels in spellings.values() for w in labels[1:]}
+    room = floor.room(latest, disqualified, gone, settings.min_workers)
     floor.take(ranked, room, settings.max_stops_per_cycle, verdicts)
     chosen = {r.worker for r in ranked}
     in_order = ranked + [r for w, r in latest.items() if w not in chosen]
