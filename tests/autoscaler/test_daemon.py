@@ -315,6 +315,28 @@ class TestOneWorkerManyNames:
                 (address, Verdict.MIN_WORKERS)
             ]
 
+    async def test_cycle_a_target_that_never_answered_holds_no_floor(
+        self, fleet, exporter_process, make_autoscaler, scripted
+    ) -> None:
+        """Given the only real worker, idle, and beside it on a real exporter a target
+        whose every reply is over the client's receive limit (the client's own
+        RESOURCE_EXHAUSTED: nothing shows a worker answered), with a floor of 1, when a
+        cycle runs, then the real worker keeps running: the other target is down and
+        counts for nothing."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        oversized = await scripted(reply=b"\x7a" + bytes([0x80, 0x80, 0x80, 0x02]) + bytes(1 << 22))
+        exporter = exporter_process([address, oversized.address])
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.3, min_workers=1)
+        await asyncio.sleep(0.4)
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok and fleet.alive(address)
+        assert [(r.worker, r.verdict) for r in autoscaler.records] == [
+            (address, Verdict.MIN_WORKERS)
+        ]
+
 
 class ScriptedSource:
     """A source answering the readings a test sets (the autoscaler's own view)."""
