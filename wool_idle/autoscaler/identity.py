@@ -25,6 +25,7 @@ LAN address). Name each worker once in the targets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import socket
@@ -87,7 +88,9 @@ class AddressResolver:
                 answers[worker] = answer
             else:
                 missing.append(worker)
-        self._start(missing, answers, now + self.ttl)
+        # Many on a first read (and once per ttl): on a thread.
+        literals = await asyncio.to_thread(_literals, missing) if missing else {}
+        self._start(missing, literals, answers, now + self.ttl)
         if lookups:
             await asyncio.wait(lookups.values(), timeout=self.timeout)
         expires = self.clock() + self.ttl
@@ -104,14 +107,16 @@ class AddressResolver:
     def _start(
         self,
         missing: list[str],
+        literals: Mapping[str, Endpoints],
         answers: dict[str, tuple[Endpoints | None, float]],
         expires: float,
     ) -> None:
-        """Answer each of ``missing`` that needs no lookup, start a lookup for the others
-        (unless one runs), and give up the lookups of workers no longer read."""
+        """Answer each of ``missing`` that needs no lookup (its ``literals``), start a
+        lookup for the others (unless one runs), and give up the lookups of workers no
+        longer read."""
         lookups = self._lookups
         for worker in missing:
-            literal = _literal(worker)
+            literal = literals.get(worker)
             if literal is not None:
                 answers[worker] = (literal, expires)
             elif worker not in lookups:
@@ -154,15 +159,15 @@ def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
     return identity_of
 
 
-def _literal(worker: str) -> Endpoints | None:
-    """Where ``worker`` leads when that needs no lookup (an IP address), else None."""
-    if worker.startswith(UNIX_PREFIX):
-        return None
-    host, port = _host_port(worker)
-    try:
-        return frozenset({_endpoint(host, port)})
-    except ValueError:
-        return None
+def _literals(workers: list[str]) -> dict[str, Endpoints]:
+    """Where each of ``workers`` leads that needs no lookup (an IP address)."""
+    found = {}
+    for worker in workers:
+        if not worker.startswith(UNIX_PREFIX):
+            host, port = _host_port(worker)
+            with contextlib.suppress(ValueError):  # not an IP address: a name
+                found[worker] = frozenset({_endpoint(host, port)})
+    return found
 
 
 def _look_up(worker: str) -> Endpoints | None:

@@ -11,6 +11,7 @@ floor nor uses a stop). Labels that resolve to one worker are given one
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -53,7 +54,9 @@ class PolicyPlanner:
         self._shared: dict[str, str] = {}
 
     async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
-        addressable = self._check_addresses(readings)
+        """Every worker's decision; the address checks and the policy run on a thread,
+        so a large fleet never holds up the event loop."""
+        addressable = await asyncio.to_thread(self._check_addresses, readings)
         resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
         if resolved is not self._resolved:  # the same answers as last cycle: the same identities
             self._resolved, self._shared = resolved, identities(resolved)
@@ -65,7 +68,7 @@ class PolicyPlanner:
                 for r in readings
                 if r.worker in resolved
             ]
-        result = plan(planned, self.state, self.settings, now)
+        result = await asyncio.to_thread(plan, planned, self.state, self.settings, now)
         self.state = result.state
         if len(resolved) == len(addressable):
             return result
