@@ -23,6 +23,13 @@ def localhost_endpoints(port: int) -> frozenset[str]:
     )
 
 
+def bound_socket(path: Path) -> socket.socket:
+    """A unix socket bound at ``path`` (a worker's, as far as the path goes)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    return sock
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -43,23 +50,28 @@ def busy_lookups() -> Iterator[threading.Event]:
 
 class TestAddressResolver:
     async def test_resolve_addresses(self, tmp_path: Path) -> None:
-        """Given an IP address, a name, an IPv6 address, a unix path through a symbolic
-        link, a relative unix path and a name that does not exist, when resolved, then
-        each gives its endpoints (the link followed), and the last two are left out: they
-        do not resolve."""
+        """Given an IP address, a name, an IPv6 address, a unix socket named through a
+        symbolic link, a relative unix path, a unix path where no socket is (nothing, a
+        regular file) and a name that does not exist, when resolved, then the first four
+        give their endpoints (the link followed), and the others are left out: they do
+        not resolve."""
         # Arrange
-        (tmp_path / "real.sock").touch()
+        listening = bound_socket(tmp_path / "real.sock")
         (tmp_path / "link.sock").symlink_to(tmp_path / "real.sock")
+        (tmp_path / "file.sock").touch()
         workers = [
             "127.0.0.1:5",
             "localhost:5",
             "[::1]:5",
             f"unix:{tmp_path}/link.sock",
             "unix:w.sock",
+            f"unix:{tmp_path}/none.sock",
+            f"unix:{tmp_path}/file.sock",
             "no-such-host.invalid:5",
         ]
         # Act
         resolved = await AddressResolver().resolve(workers)
+        listening.close()
         # Assert
         assert resolved == {
             "127.0.0.1:5": frozenset({"127.0.0.1:5"}),
@@ -74,6 +86,7 @@ class TestAddressResolver:
         # Arrange
         clock = Clock()
         resolver = AddressResolver(ttl=60.0, clock=clock)
+        sockets = [bound_socket(tmp_path / name) for name in ("first", "second")]
         link, label = tmp_path / "w.sock", f"unix:{tmp_path}/w.sock"
         link.symlink_to(tmp_path / "first")
         before = await resolver.resolve([label])
@@ -84,6 +97,8 @@ class TestAddressResolver:
         within = await resolver.resolve([label])
         clock.now = 61.0
         after = await resolver.resolve([label])
+        for sock in sockets:
+            sock.close()
         # Assert
         first, second = (f"unix:{tmp_path.resolve()}/{n}" for n in ("first", "second"))
         assert before == within == {label: frozenset({first})}

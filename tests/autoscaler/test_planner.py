@@ -3,6 +3,9 @@ memory."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import pytest
 
 from wool_idle.autoscaler.planner import PolicyPlanner
@@ -29,12 +32,18 @@ class TestPolicyPlanner:
         ]
         assert plan.stops == ()
 
-    @pytest.mark.parametrize("worker", ["127.0.0.1:5", "localhost:50051", "[::1]:5", "unix:/w"])
-    async def test_plan_addresses_are_planned(self, worker: str) -> None:
-        """Given an idle reading whose worker label is an address, when planned, then it
-        is a stop."""
+    @pytest.mark.parametrize("worker", ["127.0.0.1:5", "localhost:50051", "[::1]:5", "unix:"])
+    async def test_plan_addresses_are_planned(self, worker: str, tmp_path: Path) -> None:
+        """Given an idle reading whose worker label is an address (a unix one where a
+        socket is), when planned, then it is a stop."""
+        # Arrange
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(tmp_path / "w.sock"))
+        if worker == "unix:":
+            worker += str(tmp_path / "w.sock")
         # Act
         plan = await PolicyPlanner(RULE).plan([Reading(worker, 500.0)], 0.0)
+        listening.close()
         # Assert
         assert [d.worker for d in plan.stops] == [worker]
 
@@ -71,13 +80,14 @@ class TestPolicyPlanner:
         }
 
     async def test_plan_unresolved_worker_does_not_hold_the_floor(self) -> None:
-        """Given a floor of 1, one idle worker, and up workers whose labels do not resolve
-        (no such host, a relative unix path), when planned, then those are unresolved
-        (never stopped) and the idle worker is held by min_workers: a worker whose
-        identity is unknown does not count toward the floor."""
+        """Given a floor of 1, one idle worker, and up workers whose labels do not
+        resolve (no such host, a relative unix path, no socket at the path), when
+        planned, then those are unresolved (never stopped) and the idle worker is held
+        by min_workers: a worker whose identity is unknown does not count toward the
+        floor."""
         # Arrange
         rule = PolicySettings(max_idle=60.0, min_workers=1)
-        unknown = ["no-such-host.invalid:1", "unix:relative.sock"]
+        unknown = ["no-such-host.invalid:1", "unix:relative.sock", "unix:/no/such/socket"]
         readings = [Reading(A, 500.0), *(Reading(w, 0.0) for w in unknown)]
         # Act
         plan = await PolicyPlanner(rule).plan(readings, 0.0)

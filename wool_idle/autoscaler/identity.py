@@ -7,15 +7,16 @@ resolves every label to its endpoints:
 - ``host:port``: the IP addresses the host resolves to (``getaddrinfo``, on
   threads of its own, at most ``timeout`` seconds for all labels together),
   each with the port; an IP address needs no lookup;
-- ``unix:/path``: the real path (symbolic links and ``..`` followed).
+- ``unix:/path``: the real path (symbolic links and ``..`` followed) of a
+  socket that exists (the autoscaler could not dial one it cannot see).
 
 Labels whose endpoints overlap, directly or through other labels, name one
-worker. A label that does not resolve (no such host, no answer in time, a
-relative unix path, which means another path in each process) names an
-unknown worker: fail closed, the planner never stops it and does not count it.
-A lookup still running when the time is up is not abandoned: its answer is
-used on a later cycle. Answers are kept ``ttl`` seconds, and only for the
-labels of the last read.
+worker. A label that does not resolve (no such host, no answer in time, no
+such socket, a relative unix path, which means another path in each process)
+names an unknown worker: fail closed, the planner never stops it and does not
+count it. A lookup still running when the time is up is not abandoned: its
+answer is used on a later cycle. Answers are kept ``ttl`` seconds, and only
+for the labels of the last read.
 
 What this cannot see: one worker reached through addresses that resolve apart
 (a worker listening on every interface, named by ``127.0.0.1:P`` and by its
@@ -29,6 +30,7 @@ import contextlib
 import ipaddress
 import os
 import socket
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -174,7 +176,14 @@ def _look_up(worker: str) -> Endpoints | None:
     """Where ``worker`` (a valid address) leads; None if it does not resolve. Blocks."""
     if worker.startswith(UNIX_PREFIX):
         path = worker[len(UNIX_PREFIX) :]
-        return frozenset({UNIX_PREFIX + os.path.realpath(path)}) if os.path.isabs(path) else None
+        if not os.path.isabs(path):
+            return None
+        real = os.path.realpath(path)
+        try:
+            is_socket = stat.S_ISSOCK(os.stat(real).st_mode)
+        except (OSError, ValueError):
+            return None
+        return frozenset({UNIX_PREFIX + real}) if is_socket else None
     host, port = _host_port(worker)
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

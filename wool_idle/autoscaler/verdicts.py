@@ -77,8 +77,8 @@ class Verdict(StrEnum):
     """The ``worker`` label is not a worker address (``host:port`` or ``unix:/path``)."""
     UNRESOLVED = _blocking("unresolved")
     """The ``worker`` label's address did not resolve (no such host, no answer within
-    the resolver's timeout, a relative unix path): which worker it names is unknown,
-    so it is never stopped and does not count toward the floor."""
+    the resolver's timeout, no such unix socket, a relative unix path): which worker
+    it names is unknown, so it is never stopped and does not count toward the floor."""
 
 
 class StopResult(StrEnum):
