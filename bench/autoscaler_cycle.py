@@ -4,18 +4,20 @@
 
 Inputs are made once: the exporter's exposition text for N workers (rendered
 by the exporter's own collector) and Prometheus API JSON bodies for the same
-fleet. A cycle is: read the input into readings, then plan with the daemon's
-planner (one per input kind, kept across repeats as the daemon keeps it
-across cycles). The floor is parsing the same input with the same library
-and touching every sample (prometheus-client's text parser; json.loads).
-The grouped cycles do the same with ``--group-by pool`` over a fleet in
-four pools (the sources keep the label, the floor holds per pool).
+fleet. A cycle is: read the input into readings (decoded and parsed on
+threads, as the sources do), then plan with the daemon's planner (one per
+input kind, kept across repeats as the daemon keeps it across cycles). The
+floor is parsing the same input with the same library and touching every
+sample (prometheus-client's text parser; json.loads). The grouped cycles do
+the same with ``--group-by pool`` over a fleet in four pools (the sources keep
+the label, the floor holds per pool).
 Runs alternate. Ratios last.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import statistics
@@ -94,8 +96,19 @@ def text_floor(text: str) -> None:
             pass
 
 
+LOOP = asyncio.new_event_loop()
+"""The daemon's loop: the planner is a coroutine (it resolves the workers' addresses)."""
+
+
 def text_cycle(planner: PolicyPlanner, text: str) -> None:
-    planner.plan(parse_exposition(text, (), planner.settings.group_by), 0.0)
+    LOOP.run_until_complete(_text_cycle(planner, text))
+
+
+async def _text_cycle(planner: PolicyPlanner, text: str) -> None:
+    """As ``ExporterSource.read`` and the daemon do it: parse on a thread, then plan."""
+    group_by = planner.settings.group_by
+    readings = await asyncio.to_thread(parse_exposition, text, (), group_by)
+    await planner.plan(readings, 0.0)
 
 
 def json_floor(values: str, ages: str) -> None:
@@ -104,8 +117,16 @@ def json_floor(values: str, ages: str) -> None:
 
 
 def json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
+    LOOP.run_until_complete(_json_cycle(planner, values, ages))
+
+
+async def _json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
+    """As ``PrometheusSource.read`` and the daemon do it: decode each body and parse on
+    threads, then plan."""
+    bodies = await asyncio.gather(*(asyncio.to_thread(json.loads, b) for b in (values, ages)))
     group_by = planner.settings.group_by
-    planner.plan(parse_query_responses(json.loads(values), json.loads(ages), group_by), 0.0)
+    readings = await asyncio.to_thread(parse_query_responses, *bodies, group_by)
+    await planner.plan(readings, 0.0)
 
 
 def main() -> None:

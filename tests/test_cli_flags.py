@@ -142,6 +142,8 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     ([*SCALE, "--wool-discovery", "local:a/b"], "--wool-discovery"),
     ([*SCALE, "--alert", "WoolWorkerIdle"], "--alert"),
     ([*SCALE, "--source-timeout", "x"], "--source-timeout"),
+    ([*SCALE, "--source-max-bytes", "0"], "--source-max-bytes"),
+    ([*SCALE, "--source-max-bytes", "64MiB"], "--source-max-bytes"),
     ([*SCALE, "--wait-count", "0"], "--wait-count"),
     ([*SCALE, "--min-workers", "-1"], "--min-workers"),
     ([*SCALE, "--min-workers", "two"], "--min-workers"),

@@ -286,6 +286,58 @@ class TestAutoscaler:
         assert value(autoscaler, "wool_autoscaler_source_up") == 0
 
 
+class TestOneWorkerManyNames:
+    @pytest.mark.parametrize(("min_workers", "stops"), [(1, 0), (0, 1)])
+    async def test_cycle_counts_a_worker_listed_under_two_spellings_once(
+        self, fleet, exporter_process, make_autoscaler, min_workers: int, stops: int
+    ) -> None:
+        """Given the only worker, idle, listed to a real exporter twice (127.0.0.1:P and
+        localhost:P), when a cycle runs, then with a floor of 1 it keeps running (held
+        by min_workers: one worker, not two), and with no floor it is stopped once,
+        through 127.0.0.1:P (never a second stop through the other spelling)."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        port = address.rpartition(":")[2]
+        exporter = exporter_process([address, f"localhost:{port}"])
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.3, min_workers=min_workers)
+        await asyncio.sleep(0.4)
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok
+        tried = [(r.worker, r.result) for r in autoscaler.records if r.result is not None]
+        assert tried == [(address, StopResult.STOPPED)] * stops
+        if stops:
+            assert await fleet.wait_exit(address) == 0
+        else:
+            assert fleet.alive(address)
+            assert [(r.worker, r.verdict) for r in autoscaler.records] == [
+                (address, Verdict.MIN_WORKERS)
+            ]
+
+    async def test_cycle_a_target_that_never_answered_holds_no_floor(
+        self, fleet, exporter_process, make_autoscaler, scripted
+    ) -> None:
+        """Given the only real worker, idle, and beside it on a real exporter a target
+        whose every reply is over the client's receive limit (the client's own
+        RESOURCE_EXHAUSTED: nothing shows a worker answered), with a floor of 1, when a
+        cycle runs, then the real worker keeps running: the other target is down and
+        counts for nothing."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        oversized = await scripted(reply=b"\x7a" + bytes([0x80, 0x80, 0x80, 0x02]) + bytes(1 << 22))
+        exporter = exporter_process([address, oversized.address])
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.3, min_workers=1)
+        await asyncio.sleep(0.4)
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok and fleet.alive(address)
+        assert [(r.worker, r.verdict) for r in autoscaler.records] == [
+            (address, Verdict.MIN_WORKERS)
+        ]
+
+
 class ScriptedSource:
     """A source answering the readings a test sets (the autoscaler's own view)."""
 

@@ -1,6 +1,10 @@
-"""The planner: the address check around the pure policy, and its memory."""
+"""The planner: the address check and the resolution around the pure policy, and its
+memory."""
 
 from __future__ import annotations
+
+import socket
+from pathlib import Path
 
 import pytest
 
@@ -9,61 +13,103 @@ from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 RULE = PolicySettings(max_idle=60.0, min_workers=0)
+A, B = "127.0.0.1:1", "127.0.0.2:1"
 
 
 class TestPolicyPlanner:
     @pytest.mark.parametrize(
         "worker", ["worker-name", "127.0.0.1:5 ", " 127.0.0.1:5", "127.0.0.1", "", "a:b:1", "h:0"]
     )
-    def test_plan_label_not_an_address(self, worker: str) -> None:
+    async def test_plan_label_not_an_address(self, worker: str) -> None:
         """Given an idle reading whose worker label is not an address (a name, a
         trailing or leading space, no port, port 0), when planned, then its verdict is
         invalid_address and it is never a stop."""
         # Act
-        plan = PolicyPlanner(RULE).plan([Reading(worker, 500.0)], 0.0)
+        plan = await PolicyPlanner(RULE).plan([Reading(worker, 500.0)], 0.0)
         # Assert
         assert [(d.worker, d.verdict) for d in plan.decisions] == [
             (worker, Verdict.INVALID_ADDRESS)
         ]
         assert plan.stops == ()
 
-    @pytest.mark.parametrize("worker", ["127.0.0.1:5", "host.example:50051", "[::1]:5", "unix:/w"])
-    def test_plan_addresses_are_planned(self, worker: str) -> None:
-        """Given an idle reading whose worker label is an address, when planned, then it
-        is a stop."""
+    @pytest.mark.parametrize("worker", ["127.0.0.1:5", "localhost:50051", "[::1]:5", "unix:"])
+    async def test_plan_addresses_are_planned(self, worker: str, tmp_path: Path) -> None:
+        """Given an idle reading whose worker label is an address (a unix one where a
+        socket is), when planned, then it is a stop."""
+        # Arrange
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(tmp_path / "w.sock"))
+        if worker == "unix:":
+            worker += str(tmp_path / "w.sock")
         # Act
-        plan = PolicyPlanner(RULE).plan([Reading(worker, 500.0)], 0.0)
+        plan = await PolicyPlanner(RULE).plan([Reading(worker, 500.0)], 0.0)
+        listening.close()
         # Assert
         assert [d.worker for d in plan.stops] == [worker]
 
-    def test_plan_unaddressable_worker_does_not_hold_the_floor(self) -> None:
+    async def test_plan_unaddressable_worker_does_not_hold_the_floor(self) -> None:
         """Given a floor of 1, one idle worker and one up worker whose label is a name,
         when planned, then the idle worker is held by min_workers: a worker the
         autoscaler cannot address does not count towards the floor."""
         # Arrange
         rule = PolicySettings(max_idle=60.0, min_workers=1)
-        readings = [Reading("a:1", 500.0), Reading("name", 0.0)]
+        readings = [Reading("127.0.0.1:1", 500.0), Reading("name", 0.0)]
         # Act
-        plan = PolicyPlanner(rule).plan(readings, 0.0)
+        plan = await PolicyPlanner(rule).plan(readings, 0.0)
         # Assert
         assert {d.worker: d.verdict for d in plan.decisions} == {
-            "a:1": Verdict.MIN_WORKERS,
+            "127.0.0.1:1": Verdict.MIN_WORKERS,
             "name": Verdict.INVALID_ADDRESS,
         }
 
-    def test_record_stopped_then_failed(self) -> None:
+    async def test_record_stopped_then_failed(self) -> None:
         """Given a planned stop, when the planner records it stopped, then the worker is
         retiring next cycle; when a later stop of another worker fails, that one cools
         down."""
         # Arrange
         planner = PolicyPlanner(RULE)
-        planner.plan([Reading("a:1", 500.0), Reading("b:1", 400.0)], 0.0)
+        await planner.plan([Reading(A, 500.0), Reading(B, 400.0)], 0.0)
         # Act
-        planner.record("a:1", StopResult.STOPPED, 1.0)
-        planner.record("b:1", StopResult.UNREACHABLE, 1.0)
-        plan = planner.plan([Reading("a:1", 501.0), Reading("b:1", 401.0)], 2.0)
+        planner.record(A, StopResult.STOPPED, 1.0)
+        planner.record(B, StopResult.UNREACHABLE, 1.0)
+        plan = await planner.plan([Reading(A, 501.0), Reading(B, 401.0)], 2.0)
         # Assert
         assert {d.worker: d.verdict for d in plan.decisions} == {
-            "a:1": Verdict.RETIRING,
-            "b:1": Verdict.COOLDOWN,
+            A: Verdict.RETIRING,
+            B: Verdict.COOLDOWN,
         }
+
+    async def test_plan_unresolved_worker_does_not_hold_the_floor(self) -> None:
+        """Given a floor of 1, one idle worker, and up workers whose labels do not
+        resolve (no such host, a relative unix path, no socket at the path), when
+        planned, then those are unresolved (never stopped) and the idle worker is held
+        by min_workers: a worker whose identity is unknown does not count toward the
+        floor."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        unknown = ["no-such-host.invalid:1", "unix:relative.sock", "unix:/no/such/socket"]
+        readings = [Reading(A, 500.0), *(Reading(w, 0.0) for w in unknown)]
+        # Act
+        plan = await PolicyPlanner(rule).plan(readings, 0.0)
+        # Assert
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            A: Verdict.MIN_WORKERS,
+            **dict.fromkeys(unknown, Verdict.UNRESOLVED),
+        }
+
+    async def test_plan_two_spellings_of_one_worker_count_once(self) -> None:
+        """Given the only worker read as 127.0.0.1:P and as localhost:P, both idle, and
+        a floor of 1, when planned, then it is not stopped (min_workers, and alias for
+        the other spelling); with no floor it is stopped once, under 127.0.0.1:P."""
+        # Arrange
+        readings = [Reading("localhost:7", 500.0), Reading("127.0.0.1:7", 500.0)]
+        floor = PolicySettings(max_idle=60.0, min_workers=1)
+        # Act
+        held = await PolicyPlanner(floor).plan(readings, 0.0)
+        stopped = await PolicyPlanner(RULE).plan(readings, 0.0)
+        # Assert
+        assert {d.worker: d.verdict for d in held.decisions} == {
+            "127.0.0.1:7": Verdict.MIN_WORKERS,
+            "localhost:7": Verdict.ALIAS,
+        }
+        assert [d.worker for d in stopped.stops] == ["127.0.0.1:7"]

@@ -19,6 +19,7 @@ from wool_idle.autoscaler.policy import (
     plan,
 )
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.contract import valid_idle
 
 RULE = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=10, cooldown=100.0)
 
@@ -352,6 +353,117 @@ class TestPlan:
         assert verdicts(readings) == {"w": Verdict.CONFLICTING}
 
     @pytest.mark.parametrize(
+        ("other", "holds"),
+        [
+            (Reading("other", 0.0), True),
+            (Reading("other", 500.0, alerting=False), True),
+            (Reading("other", None, supported=False), True),
+            (Reading("other", None), False),
+            (Reading("other", math.nan), False),
+            (Reading("other", 5.0, age=61.0), False),
+            (Reading("other", None, up=False), False),
+            (Reading("other", 0.0, conflicting=True), False),
+        ],
+    )
+    def test_plan_floor_counts_only_workers_known_alive(self, other: Reading, holds: bool) -> None:
+        """Given a floor of 1, an idle worker and another reading, when planned, then
+        the other holds the floor (the idle worker is stopped) only if it shows a worker
+        alive: a fresh valid value, busy or idle, or UNIMPLEMENTED (unsupported); a
+        reading merely up with no value, an invalid or stale value, down or conflicting
+        holds none."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        # Act
+        result = verdicts([Reading("idle", 500.0), other], rule=rule)
+        # Assert
+        assert result["idle"] is (Verdict.STOP if holds else Verdict.MIN_WORKERS)
+
+    def test_plan_one_worker_under_two_labels_counts_once(self) -> None:
+        """Given the only worker read under two labels (one identity), both idle, and a
+        floor of 1, when planned, then neither label is stopped: the worker counts once
+        (min_workers under its first label, alias under the other)."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        readings = [
+            Reading("localhost:7", 500.0, identity="127.0.0.1:7"),
+            Reading("127.0.0.1:7", 500.1, identity="127.0.0.1:7"),
+        ]
+        # Act / Assert
+        assert verdicts(readings, rule=rule) == {
+            "127.0.0.1:7": Verdict.MIN_WORKERS,
+            "localhost:7": Verdict.ALIAS,
+        }
+
+    def test_plan_labels_that_agree_stop_the_worker_once(self) -> None:
+        """Given one worker read under three labels that agree, no floor, and another
+        idle worker, with one stop per cycle, when planned, then the worker is one
+        candidate: stopped once, under its first label, with the least idle value of
+        its labels (the other worker is longer idle than that, and goes first)."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=2)
+        same = "127.0.0.1:7"
+        readings = [
+            Reading("localhost:7", 900.0, identity=same),
+            Reading("127.0.0.1:7", 300.0, identity=same),
+            Reading("LOCALHOST:7", 900.0, identity=same),
+            Reading("other:1", 400.0),
+        ]
+        # Act
+        result = plan(readings, EMPTY, rule, 0.0)
+        # Assert
+        assert [(d.worker, d.idle) for d in result.stops] == [("other:1", 400.0), (same, 300.0)]
+        assert sum(d.verdict is Verdict.ALIAS for d in result.decisions) == 2
+        assert result.candidates == 2
+
+    @pytest.mark.parametrize(
+        "second",
+        [
+            Reading("localhost:7", 0.0, identity="127.0.0.1:7"),
+            Reading("localhost:7", None, up=False, identity="127.0.0.1:7"),
+            Reading("localhost:7", 500.0, group=("cold",), identity="127.0.0.1:7"),
+        ],
+    )
+    def test_plan_labels_that_disagree_are_conflicting(self, second: Reading) -> None:
+        """Given one worker read under two labels that disagree (idle and busy, up and
+        down, two groups), and another idle worker with a floor of 1, when planned, then
+        both labels are conflicting: never stopped, and they do not hold the floor."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        readings = [Reading("127.0.0.1:7", 500.0, identity="127.0.0.1:7"), second]
+        readings.append(Reading("other:1", 500.0, group=readings[0].group))
+        # Act / Assert
+        assert verdicts(readings, rule=rule) == {
+            "127.0.0.1:7": Verdict.CONFLICTING,
+            "localhost:7": Verdict.CONFLICTING,
+            "other:1": Verdict.MIN_WORKERS,
+        }
+
+    def test_plan_worker_stopped_under_one_label_is_retiring_under_every_label(self) -> None:
+        """Given a worker read under one label and stopped, when it is read next under
+        that label and a new one, and then under the new one alone, then it is retiring
+        each time (never stopped again through the other spelling), and it does not hold
+        the floor for the other idle worker."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        same = "127.0.0.1:7"
+        state = stopped(EMPTY, "localhost:7", 0.0, rule)
+        both = [Reading("localhost:7", 500.0, identity=same), Reading(same, 500.0, identity=same)]
+        other = Reading("other:1", 500.0)
+        # Act
+        first = plan([*both, other], state, rule, 1.0)
+        second = plan([both[1], other], first.state, rule, 2.0)
+        # Assert
+        assert {d.worker: d.verdict for d in first.decisions} == {
+            same: Verdict.RETIRING,
+            "localhost:7": Verdict.ALIAS,
+            "other:1": Verdict.MIN_WORKERS,
+        }
+        assert {d.worker: d.verdict for d in second.decisions} == {
+            same: Verdict.RETIRING,
+            "other:1": Verdict.MIN_WORKERS,
+        }
+
+    @pytest.mark.parametrize(
         "kwargs",
         [
             {"max_idle": 0.0},
@@ -555,3 +667,76 @@ class TestGroupProperties:
                 failed = decision.worker in failures
                 outcome = StopResult.FAILED if failed else StopResult.STOPPED
                 state = after_stop(state, decision.worker, result=outcome, now=now, settings=rule)
+
+
+SPELLINGS = ["10.0.0.", "localhost-", "LOCALHOST-"]
+"""How a label of worker ``n`` is spelled: ``10.0.0.n:1``, ``localhost-n:1``, ..."""
+
+
+@st.composite
+def aliased_history(draw: st.DrawFn) -> list[list[Reading]]:
+    """Cycles of readings of up to six workers, each read under one to three labels
+    (the same ones every cycle; several labels share the worker's identity). A
+    worker's labels mostly agree, with idle values a little apart (each label read at
+    its own moment), and now and then disagree."""
+    labels = [
+        draw(st.lists(st.sampled_from(SPELLINGS), min_size=1, max_size=3, unique=True))
+        for _ in range(draw(st.integers(0, 6)))
+    ]
+    fields = st.fixed_dictionaries(
+        {
+            "idle": st.one_of(st.floats(0, 1000), st.none(), st.just(math.nan)),
+            "up": st.sampled_from([True, True, True, False]),
+            "supported": st.sampled_from([True, True, True, False]),
+            "age": st.floats(0, 20),
+            "group": st.sampled_from(GROUPS),
+        }
+    )
+    history = []
+    for _ in range(draw(st.integers(1, 4))):
+        readings = []
+        for n, spellings in enumerate(labels):
+            identity = f"10.0.0.{n}:1" if len(spellings) > 1 else ""
+            base = draw(fields)
+            for spelling in spellings:
+                own = draw(fields) if draw(st.integers(0, 5)) == 0 else dict(base)
+                if own["idle"] is not None and draw(st.booleans()):
+                    own["idle"] += draw(st.floats(0, 0.5))
+                readings.append(Reading(f"{spelling}{n}:1", identity=identity, **own))
+        history.append(draw(st.permutations(readings)))
+    return history
+
+
+class TestAliasProperties:
+    @given(history=aliased_history(), rule=grouped_settings)
+    @settings(max_examples=300, deadline=None)
+    def test_plan_aliases_never_break_the_floor(self, history, rule) -> None:
+        """Given workers read under several labels each (agreeing or not) over several
+        cycles, when planned cycle by cycle, then each worker is stopped at most once
+        per cycle, under one label, only when every label of it is a valid candidate
+        in one group; and every group keeps min_workers workers (counted by worker, not
+        by label) with a reading up."""
+        state, now = PolicyState(), 0.0
+        for readings in history:
+            now += 30.0
+            # Arrange
+            worker_of = {r.worker: r.worker.rpartition(".")[2] for r in readings}
+            worker_of |= {r.worker: r.worker.split("-")[1] for r in readings if "-" in r.worker}
+            up = {(worker_of[r.worker], r.group) for r in readings if r.up}
+            # Act
+            result = plan(readings, state, rule, now)
+            # Assert
+            stopped_workers = [worker_of[d.worker] for d in result.stops]
+            assert len(stopped_workers) == len(set(stopped_workers))
+            for decision in result.stops:
+                labels = [r for r in readings if worker_of[r.worker] == worker_of[decision.worker]]
+                assert all(r.up and r.supported and not r.conflicting for r in labels)
+                assert all(valid_idle(r.idle) and r.idle >= rule.max_idle for r in labels)
+                assert all(r.age <= rule.max_staleness for r in labels)
+                assert {r.group for r in labels} == {decision.group}
+                assert decision.idle == min(r.idle for r in labels)
+            stops = Counter(d.group for d in result.stops)
+            for group, count in stops.items():
+                alive = len({w for w, g in up if g == group})
+                assert alive - count >= rule.min_workers
+            state = result.state

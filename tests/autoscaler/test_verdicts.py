@@ -51,6 +51,7 @@ class TestVocabulary:
             "stale",
             "conflicting",
             "invalid_address",
+            "unresolved",
         }
 
     def test_values_are_label_values(self) -> None:

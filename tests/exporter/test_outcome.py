@@ -12,8 +12,15 @@ from hypothesis import strategies as st
 
 from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, TransientRpcError
-from wool_idle.exporter.outcome import ErrorReason, ProbeResult, classify, unanswered
+from wool_idle.exporter.outcome import (
+    PEER_CODES,
+    ErrorReason,
+    ProbeResult,
+    classify,
+    unanswered,
+)
 from wool_idle.exporter.targets import Target
+from wool_idle.worker import WorkerConnection
 
 TARGET = Target("w:1")
 HANDSHAKE_FAILED = (
@@ -22,6 +29,22 @@ HANDSHAKE_FAILED = (
     "routines:OPENSSL_internal:WRONG_VERSION_NUMBER"
 )
 """What gRPC 1.85 says when a TLS client meets a plaintext worker."""
+CLIENT_MAY_SEND = frozenset(
+    grpc.StatusCode[name]
+    for name in (
+        "CANCELLED",
+        "UNKNOWN",
+        "DEADLINE_EXCEEDED",
+        "RESOURCE_EXHAUSTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "UNAUTHENTICATED",
+    )
+)
+"""The codes gRPC's client produces itself (grpc/doc/statuscodes.md, "Generated at
+Client"): an unusable target, its own receive limit, a broken stream, ..."""
+LIMIT = 4 * 1024 * 1024
+"""gRPC's default limit on a received message."""
 
 
 class TestClassify:
@@ -57,13 +80,20 @@ class TestClassify:
             ),
             (
                 TransientRpcError("idle", grpc.StatusCode.RESOURCE_EXHAUSTED, "too big"),
-                True,
-                True,
+                False,
+                False,
                 None,
                 ErrorReason.OTHER,
             ),
             (
                 RpcError("idle", grpc.StatusCode.INTERNAL, "boom"),
+                False,
+                False,
+                None,
+                ErrorReason.OTHER,
+            ),
+            (
+                RpcError("idle", grpc.StatusCode.DATA_LOSS, "gone"),
                 True,
                 True,
                 None,
@@ -109,8 +139,70 @@ class TestClassify:
         else:
             assert (result.idle, result.error) == (None, ErrorReason.INVALID_VALUE)
 
+    @pytest.mark.parametrize(
+        "code",
+        [
+            c
+            for c in grpc.StatusCode
+            if c not in (grpc.StatusCode.OK, grpc.StatusCode.UNIMPLEMENTED)
+        ],
+        ids=lambda code: code.name,
+    )
+    def test_classify_up_only_for_a_status_only_a_peer_sends(self, code) -> None:
+        """Given a failed idle call with any status code, when classified, then the
+        worker is up only if the code is one gRPC's client never produces itself
+        (a peer sent it); a code the client may have made counts as not up."""
+        # Act
+        result = classify(TARGET, RpcError("idle", code, "details"), 0.0)
+        # Assert
+        assert result.idle is None
+        assert result.up is (code in PEER_CODES)
+        assert result.up is not (code in CLIENT_MAY_SEND)
+
     def test_unanswered_is_a_missed_deadline(self) -> None:
         """Given a target not heard from, then its result is down with reason deadline."""
         assert unanswered(TARGET, 1.5) == ProbeResult(
             TARGET, False, False, None, 1.5, ErrorReason.DEADLINE
         )
+
+
+class TestClassifyOverGrpc:
+    @pytest.mark.parametrize(
+        ("fields", "up"),
+        [
+            ({"seconds": 5.0}, True),
+            ({"with_idle": False}, True),
+            ({"code": grpc.StatusCode.DATA_LOSS}, True),
+            ({"code": grpc.StatusCode.PERMISSION_DENIED}, True),
+            ({"code": grpc.StatusCode.INTERNAL}, False),
+            ({"code": grpc.StatusCode.UNKNOWN}, False),
+            ({"reply": b"\x7a" + bytes([0x80, 0x80, 0x80, 0x02]) + bytes(LIMIT)}, False),
+        ],
+        ids=[
+            "value",
+            "unimplemented",
+            "data_loss",
+            "permission_denied",
+            "internal",
+            "unknown",
+            "over_the_client_limit",
+        ],
+    )
+    async def test_classify_real_calls(self, scripted, fields: dict, up: bool) -> None:
+        """Given a real gRPC server answering a value, UNIMPLEMENTED, a status only a
+        peer sends, a status the client also makes, or a reply over the client's own
+        receive limit (RESOURCE_EXHAUSTED made by the client), when the idle call's
+        outcome is classified, then the worker is up exactly when it demonstrably
+        answered."""
+        # Arrange
+        worker = await scripted(**fields)
+        connection = WorkerConnection(worker.address)
+        # Act
+        try:
+            answer: float | BaseException = await connection.idle_time(timeout=5.0)
+        except Exception as error:
+            answer = error
+        finally:
+            await connection.close()
+        # Assert
+        assert classify(Target(worker.address), answer, 0.0).up is up

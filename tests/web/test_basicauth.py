@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
+import aiohttp
 import bcrypt
 import pytest
+from aiohttp import web
 
 from wool_idle.web import basicauth
 from wool_idle.web.basicauth import REMEMBERED_MAX, BasicAuth
+from wool_idle.web.config import WebConfig
+from wool_idle.web.site import serve_app
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$")
 
@@ -74,11 +82,48 @@ class TestBasicAuth:
         assert await auth.check(value) is expected
         assert await auth.check(value) is expected  # remembered results agree
 
-    def test_unknown_user_checked_at_same_cost(self) -> None:
-        """Given users hashed at some cost, then an unknown user is checked against a
-        dummy hash of the same cost (same time as a wrong password)."""
-        auth = BasicAuth({"prometheus": HASH.encode()})
-        assert auth._dummy.split(b"$")[2] == HASH.encode().split(b"$")[2]
+    async def test_check_unknown_user_against_a_configured_hash(self, monkeypatch) -> None:
+        """Given two users, when an unknown user sends the first user's right password,
+        then it is refused after a bcrypt check against a configured hash (the same cost
+        as a wrong password, so no faster answer tells that the user does not exist)."""
+        # Arrange
+        checked: list[bytes] = []
+
+        def recording(password: bytes, hashed: bytes) -> bool:
+            checked.append(hashed)
+            return basicauth.bcrypt.checkpw(password, hashed)
+
+        monkeypatch.setattr(basicauth, "checkpw", recording)
+        other = bcrypt.hashpw(b"other", bcrypt.gensalt(rounds=4))
+        auth = BasicAuth({"prometheus": HASH.encode(), "grafana": other})
+        # Act
+        verdict = await auth.check(header("mallory", "s3cret"))
+        # Assert
+        assert verdict is False
+        assert checked == [HASH.encode()]
+
+    async def test_serve_with_the_highest_cost_starts_at_once(self) -> None:
+        """Given a user whose hash has bcrypt's highest cost (31: days per check), when
+        an app is served with it, then it starts (no hash is computed at start) and
+        answers a request without credentials 401 at once."""
+        # Arrange
+        highest = HASH[:4] + "31" + HASH[6:]
+        config = WebConfig(users={"prometheus": highest.encode()})
+        app = web.Application()
+
+        async def ok(request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app.router.add_get("/", ok)
+        # Act
+        async with (
+            serve_app(app, "127.0.0.1:0", config) as url,
+            aiohttp.ClientSession() as session,
+            session.get(url) as response,
+        ):
+            status = response.status
+        # Assert
+        assert status == 401
 
     async def test_check_failure_remembered(self, counting: CountingCheck) -> None:
         """Given a wrong password and an unknown user, when each is checked three
@@ -142,3 +187,57 @@ class TestBasicAuth:
         # Assert
         assert len(auth._verdicts) == REMEMBERED_MAX
         assert counting.calls == before + 1
+
+
+CHECK_THEN_LEAVE = """
+import asyncio, base64, sys
+from wool_idle.web.basicauth import BasicAuth
+
+async def main():
+    auth = BasicAuth({"prometheus": sys.argv[1].encode()})
+    header = "Basic " + base64.b64encode(b"prometheus:s3cret").decode()
+    check = asyncio.ensure_future(auth.check(header))
+    await asyncio.sleep(0)
+    print("checking", flush=True)
+    sys.stdin.readline()  # until the test has seen the check burn CPU
+    check.cancel()
+
+asyncio.run(main())
+"""
+"""A process that starts a days-long check, then leaves (its loop ends)."""
+
+
+def cpu_ticks(pid: int) -> int:
+    """User plus system CPU time of process ``pid``, in clock ticks (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class TestBasicAuthExit:
+    def test_exit_does_not_wait_for_a_days_long_check(self) -> None:
+        """Given a process whose loop started a check of a password against bcrypt's
+        highest cost (days), when the check is under way (the process burns CPU on it)
+        and the loop ends, then the process exits 0: the check runs on a daemon thread
+        that the interpreter's exit does not wait for."""
+        # Arrange
+        highest = HASH[:4] + "31" + HASH[6:]
+        process = subprocess.Popen(
+            [sys.executable, "-c", CHECK_THEN_LEAVE, highest],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        assert process.stdout.readline() == "checking\n"
+        started = cpu_ticks(process.pid)
+        while cpu_ticks(process.pid) < started + 50:  # half a second of bcrypt: under way
+            time.sleep(0.05)
+        # Act
+        process.stdin.write("leave\n")
+        process.stdin.flush()
+        try:
+            code = process.wait(timeout=60)
+        finally:
+            process.kill()
+        # Assert
+        assert code == 0

@@ -150,6 +150,10 @@ AGREED: list[tuple[str, str, bool]] = [
         "client_ca_file: nope.crt}",
         False,
     ),
+    ("57_hash_cost0", f"basic_auth_users: {{alice: '$2b$00${SALTED}'}}", False),
+    ("58_hash_cost99", f"basic_auth_users: {{alice: '$2y$99${SALTED}'}}", False),
+    ("59_hash_cost4", f"basic_auth_users: {{alice: '$2b$04${SALTED}'}}", True),
+    ("60_hash_cost31", f"basic_auth_users: {{alice: '$2y$31${SALTED}'}}", True),
 ]
 
 # (name, content, why): promtool accepts, wool-idle refuses, on purpose.
@@ -158,6 +162,12 @@ DIVERGENT: list[tuple[str, str, str]] = [
         "28_maxver_lt_min",
         f"tls_server_config: {{{CERTS}, min_version: TLS13, max_version: TLS12}}",
         "every handshake would fail: refused at start instead",
+    ),
+    (
+        "61_hash_salt_unused_bits",
+        f"basic_auth_users: {{alice: '$2y$10${SALTED[:21]}f{SALTED[22:]}'}}",
+        "the salt's last character sets bits bcrypt does not use: Go ignores them, "
+        "Python's bcrypt refuses the hash, so every login would fail",
     ),
 ]
 
@@ -310,6 +320,10 @@ class TestParseWebConfig:
             ),
             ("basic_auth_users: {alice: plaintext}", r"basic_auth_users\.alice: not a bcrypt"),
             (f"basic_auth_users: {{alice: '$2y$03${SALTED}'}}", "cost outside 4..31"),
+            (
+                f"basic_auth_users: {{alice: '$2y$10${SALTED[:21]}f{SALTED[22:]}'}}",
+                r"basic_auth_users\.alice: bcrypt cannot read this hash",
+            ),
             ("basic_auth_users: [alice]", "mapping"),
             ("a: [", "YAML"),
         ],

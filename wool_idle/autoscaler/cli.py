@@ -8,7 +8,6 @@ import dataclasses
 import logging
 from typing import Final
 
-import aiohttp
 from prometheus_client import CollectorRegistry
 
 from wool_idle.autoscaler.app import create_app
@@ -16,7 +15,7 @@ from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
-from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
+from wool_idle.autoscaler.sources import Selector, Source
 from wool_idle.cli.http_flags import add_http_client_flags, http_client_config
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
 from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
@@ -82,6 +81,7 @@ def register(root: Parser) -> None:
     )
     source.add("--alert", TEXT, "with --prometheus-url: only workers whose alert fires")
     source.add("--source-timeout", POSITIVE_DURATION, "deadline of one read of the source")
+    source.add("--source-max-bytes", whole_number(1), "largest body of one read (bytes)")
     add_http_client_flags(source)
     policy = parser.section("policy", "which workers are retired")
     policy.add("--max-idle", POSITIVE_DURATION, "retire workers idle at least this long")
@@ -188,17 +188,6 @@ class FirstRead:
         return None if self.succeeded else "no successful read of the source yet"
 
 
-def _source(
-    settings: SourceSettings, session: aiohttp.ClientSession, group_by: tuple[str, ...]
-) -> Source:
-    selectors, timeout = settings.selector, settings.source_timeout
-    if settings.prometheus_url:
-        return PrometheusSource(
-            session, settings.prometheus_url, selectors, settings.alert, timeout, group_by
-        )
-    return ExporterSource(session, settings.metrics_url, selectors, timeout, group_by)
-
-
 def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
     """The drops to publish; LAN namespaces are logged as having none."""
     for spec in specs:
@@ -225,7 +214,7 @@ async def _main(
     register_build_info(registry)
     origin = source.prometheus_url or source.metrics_url
     async with http_session(http, origin=origin) as session:
-        watched = FirstRead(_source(source, session, policy.group_by))
+        watched = FirstRead(source.reader(session, policy.group_by))
         autoscaler = Autoscaler(
             source=watched,
             policy=policy,

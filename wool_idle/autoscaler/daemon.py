@@ -83,7 +83,7 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
-        plan = self.planner.plan(readings, time.monotonic())
+        plan = await self.planner.plan(readings, time.monotonic())
         self._forget_replaced(readings, plan)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

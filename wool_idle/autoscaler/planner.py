@@ -1,16 +1,22 @@
 """The planner: selects the workers to retire, and remembers between cycles.
 
-It wraps the pure policy with the one check the policy cannot make without
-the worker package: that the ``worker`` label is an address the actuator
-could dial. A reading whose label is not one gets ``invalid_address`` and
-takes no part in the plan (it neither holds up the floor nor uses a stop).
+It wraps the pure policy with the checks the policy cannot make without I/O
+or the worker package. The ``worker`` label must be an address the actuator
+could dial: a reading whose label is not one gets ``invalid_address``. Then
+each label is resolved (``identity``): one that does not resolve gets
+``unresolved``. Either takes no part in the plan (it neither holds up the
+floor nor uses a stop). Labels that resolve to one worker are given one
+``identity``, so the policy counts that worker once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
+from wool_idle.autoscaler.identity import AddressResolver, Endpoints, identities
 from wool_idle.autoscaler.policy import (
     Decision,
     Plan,
@@ -27,7 +33,7 @@ from wool_idle.worker.address import parse_address
 class Planner(Protocol):
     """Decides each cycle, and learns what came of the stops it asked for."""
 
-    def plan(self, readings: Sequence[Reading], now: float) -> Plan:
+    async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
         """Every worker's decision for this cycle (``now`` on a monotonic clock)."""
         ...
 
@@ -37,21 +43,45 @@ class Planner(Protocol):
 
 
 class PolicyPlanner:
-    """The ``Planner`` of the daemon: address check, then the pure policy."""
+    """The ``Planner`` of the daemon: address check, resolution, then the pure policy."""
 
-    def __init__(self, settings: PolicySettings) -> None:
+    def __init__(self, settings: PolicySettings, resolver: AddressResolver | None = None) -> None:
         self.settings = settings
         self.state = PolicyState()
+        self.resolver = resolver or AddressResolver()
         self._addressable: dict[str, bool] = {}
+        self._resolved: Mapping[str, Endpoints] = {}
+        self._shared: dict[str, str] = {}
 
-    def plan(self, readings: Sequence[Reading], now: float) -> Plan:
-        addressable = self._check_addresses(readings)
-        result = plan(
-            [r for r in readings if addressable[r.worker]], self.state, self.settings, now
-        )
+    async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
+        """Every worker's decision; the address checks and the policy run on a thread,
+        so a large fleet never holds up the event loop."""
+        addressable = await asyncio.to_thread(self._check_addresses, readings)
+        resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
+        if resolved is not self._resolved:  # the same answers as last cycle: the same identities
+            self._resolved, self._shared = resolved, identities(resolved)
+        shared = self._shared
+        planned: Sequence[Reading] = readings
+        if shared or len(resolved) < len(addressable):
+            planned = [
+                replace(r, identity=shared[r.worker]) if r.worker in shared else r
+                for r in readings
+                if r.worker in resolved
+            ]
+        result = await asyncio.to_thread(plan, planned, self.state, self.settings, now)
         self.state = result.state
-        unaddressable = {r.worker: r.idle for r in readings if not addressable[r.worker]}
-        rejected = (Decision(w, idle, Verdict.INVALID_ADDRESS) for w, idle in unaddressable.items())
+        if len(resolved) == len(addressable):
+            return result
+        left_out = {r.worker: r for r in readings if r.worker not in resolved}
+        rejected = (
+            Decision(
+                w,
+                r.idle,
+                Verdict.UNRESOLVED if addressable[w] else Verdict.INVALID_ADDRESS,
+                r.group,
+            )
+            for w, r in left_out.items()
+        )
         return Plan((*result.decisions, *rejected), result.state, result.candidates)
 
     def record(self, worker: str, result: StopResult, now: float) -> None:

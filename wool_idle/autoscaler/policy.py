@@ -5,9 +5,13 @@ fresh, finite idle value >= ``max_idle``, it is up, supports idle, and (where
 an alert gates retirement) its alert fires. Candidates not cooling down, not
 already retiring and first seen at least ``min_age`` ago are then taken
 longest idle first, never more than ``max_stops_per_cycle`` per group and
-never taking a group below ``min_workers`` up workers (workers already
-retiring count as gone). Whatever is unknown or contradictory counts against
-stopping.
+never taking a group below ``min_workers`` workers known alive (see
+``floor``; workers already retiring count as gone). Whatever is unknown or
+contradictory counts against stopping.
+
+Identities: readings with the same ``identity`` are one worker read under
+several labels (``127.0.0.1:P`` and ``localhost:P``); it is decided once and
+counts once for the floor and the rate limit (see ``aliases``).
 
 Groups: a reading's ``group`` is the values of the ``group_by`` labels of its
 series (a missing label is the empty value). Without ``group_by`` every worker
@@ -17,11 +21,11 @@ is in the one empty group, so the floor and the rate limit hold fleet-wide.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Final
 
+from wool_idle.autoscaler import aliases, floor
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import valid_idle
 
@@ -38,7 +42,9 @@ class Reading:
     ``idle`` is None when the source had no usable value; ``age`` is how old
     the value is in seconds (``math.inf`` when unknown); ``conflicting`` is
     True when duplicate series of the worker disagreed (in value or group);
-    ``group`` is the values of the ``group_by`` labels, in their order.
+    ``group`` is the values of the ``group_by`` labels, in their order;
+    ``identity`` names the worker the reading is of when other readings name it
+    too (see the module docstring); empty, the ``worker`` label is its identity.
     """
 
     worker: str
@@ -50,6 +56,7 @@ class Reading:
     alerting: bool = True
     conflicting: bool = False
     group: tuple[str, ...] = ()
+    identity: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +163,7 @@ def plan(
     """Decide every worker's fate for this cycle. Pure: same inputs, same plan."""
     latest = _one_per_worker(readings)
     disqualified = {w: _disqualifier(r, settings) for w, r in latest.items()}
+    spellings = aliases.spellings(latest, disqualified)
     streaks = {w: state.streaks.get(w, 0) + 1 for w, v in disqualified.items() if v is None}
     retiring = {
         w: since
@@ -165,9 +173,13 @@ def plan(
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     seen = state.first_seen
     first_seen = {w: seen.get(w, now) for w in latest} if settings.min_age else {}
-    verdicts: dict[str, Verdict] = {}
+    for labels in spellings.values():
+        aliases.most_cautious(labels, streaks, retiring, cooldowns, first_seen)
+    verdicts = {w: Verdict.ALIAS for labels in spellings.values() for w in labels[1:]}
     ranked, held = [], 0
     for worker, disqualifier in disqualified.items():
+        if worker in verdicts:
+            continue
         if disqualifier is not None:
             verdicts[worker] = disqualifier
         elif worker in retiring:
@@ -181,44 +193,14 @@ def plan(
         else:
             ranked.append(latest[worker])
     ranked.sort(key=lambda r: (-(r.idle or 0.0), r.worker))
-    _take(ranked, _room(latest, retiring, settings), settings, verdicts)
+    gone = retiring.keys() | {w for labels in spellings.values() for w in labels[1:]}
+    room = floor.room(latest, disqualified, gone, settings.min_workers)
+    floor.take(ranked, room, settings.max_stops_per_cycle, verdicts)
     chosen = {r.worker for r in ranked}
     in_order = ranked + [r for w, r in latest.items() if w not in chosen]
     decisions = tuple(Decision(r.worker, r.idle, verdicts[r.worker], r.group) for r in in_order)
     next_state = PolicyState(streaks, cooldowns, retiring, first_seen)
     return Plan(decisions, next_state, len(ranked) + held)
-
-
-def _room(
-    latest: Mapping[str, Reading], retiring: Mapping[str, float], settings: PolicySettings
-) -> dict[tuple[str, ...], int]:
-    """How many workers each group may lose: its up workers (a conflicting reading is
-    not counted), less those retiring, less ``min_workers``."""
-    up = Counter([r.group for r in latest.values() if r.up and not r.conflicting])
-    gone = Counter([latest[w].group for w in retiring])
-    return {group: max(0, n - gone[group] - settings.min_workers) for group, n in up.items()}
-
-
-def _take(
-    ranked: Iterable[Reading],
-    room: Mapping[tuple[str, ...], int],
-    settings: PolicySettings,
-    verdicts: dict[str, Verdict],
-) -> None:
-    """Set the verdict of each ranked candidate, longest idle first within its group:
-    ``stop`` while its group has room and stops left this cycle."""
-    taken: dict[tuple[str, ...], int] = {}
-    limit = settings.max_stops_per_cycle
-    for reading in ranked:
-        group = reading.group
-        rank = taken.get(group, 0)
-        taken[group] = rank + 1
-        if rank >= room.get(group, 0):
-            verdicts[reading.worker] = Verdict.MIN_WORKERS
-        elif rank >= limit:
-            verdicts[reading.worker] = Verdict.RATE_LIMIT
-        else:
-            verdicts[reading.worker] = Verdict.STOP
 
 
 def after_stop(

@@ -5,10 +5,15 @@ The command line reads its defaults from here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from wool_idle.autoscaler.sources import Selector
+from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
+from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_METRICS_URL
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +30,27 @@ class SourceSettings:
     """With ``prometheus_url``: only workers for which this alert fires."""
     source_timeout: float = 10.0
     """Deadline of one read of the source."""
+    source_max_bytes: int = DEFAULT_MAX_BYTES
+    """The largest body a read takes (after decompression); a larger one is a failed
+    read."""
+
+    def reader(self, session: aiohttp.ClientSession, group_by: tuple[str, ...]) -> Source:
+        """The source these settings describe, read through ``session``; each reading
+        keeps its ``group_by`` labels."""
+        limit = self.source_max_bytes
+        if self.prometheus_url:
+            return PrometheusSource(
+                session,
+                self.prometheus_url,
+                self.selector,
+                self.alert,
+                self.source_timeout,
+                group_by,
+                max_bytes=limit,
+            )
+        return ExporterSource(
+            session, self.metrics_url, self.selector, self.source_timeout, group_by, max_bytes=limit
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

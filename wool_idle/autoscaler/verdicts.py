@@ -50,6 +50,10 @@ class Verdict(StrEnum):
     """Idle past the rule on fewer than ``wait_count`` cycles in a row."""
     RETIRING = "retiring"
     """A stop was sent and the source still reports the worker up."""
+    ALIAS = "alias"
+    """Another label of a worker read under several that agree (``localhost:P`` beside
+    ``127.0.0.1:P``: one identity, see ``identity``): the worker is decided once, under
+    its first label, and counts once for the floor and the rate limit."""
     COOLDOWN = _blocking("cooldown")
     """A stop of this worker was refused or failed less than ``cooldown`` ago."""
     MIN_AGE = _blocking("min_age")
@@ -71,6 +75,10 @@ class Verdict(StrEnum):
     """Two series or readings of this worker disagree."""
     INVALID_ADDRESS = _blocking("invalid_address")
     """The ``worker`` label is not a worker address (``host:port`` or ``unix:/path``)."""
+    UNRESOLVED = _blocking("unresolved")
+    """The ``worker`` label's address did not resolve (no such host, no answer within
+    the resolver's timeout, no such unix socket, a relative unix path): which worker
+    it names is unknown, so it is never stopped and does not count toward the floor."""
 
 
 class StopResult(StrEnum):

@@ -55,7 +55,7 @@ def worker_families(results: Sequence[ProbeResult]) -> list[Metric]:
         ),
         _gauge(
             UP,
-            "1 if the worker answered the idle RPC (even UNIMPLEMENTED), else 0.",
+            "1 if the worker answered the idle RPC (value, UNIMPLEMENTED, server status), else 0.",
             ((labels, float(r.up)) for labels, r in labelled),
         ),
         _gauge(

@@ -3,6 +3,13 @@
 Only a finite number >= 0 is an idle value. Anything else, and every error,
 leaves ``idle`` None with a reason, so the exporter never renders a 0 (reads
 as busy) or a stale value (reads as idle) for the worker.
+
+``up`` only when the worker demonstrably answered: a value (valid or not),
+UNIMPLEMENTED, or a status only a peer sends (``PEER_CODES``). gRPC's own
+client makes the other codes too (UNKNOWN when it cannot create the channel,
+RESOURCE_EXHAUSTED over its receive limit, INTERNAL, ...), and gRPC 1.85 shows
+no difference (``debug_error_string()`` is just code and details, trailing
+metadata empty): such a status counts as not up.
 """
 
 from __future__ import annotations
@@ -10,12 +17,29 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 import grpc
 
 from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, MalformedReply, RpcError
 from wool_idle.exporter.targets import Target
+
+PEER_CODES: Final = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+"""The statuses gRPC's client never produces itself (grpc/doc/statuscodes.md): a
+peer sent them, so it answered. (PERMISSION_DENIED is also what the client makes of
+an HTTP/2 403: a peer answered that too.)"""
 
 
 class ErrorReason(StrEnum):
@@ -37,7 +61,8 @@ class ErrorReason(StrEnum):
     """No usable answer: the reply did not decode as an idle reply, or the client
     raised on it (the exception is logged)."""
     OTHER = "other"
-    """The worker answered another gRPC status (INTERNAL, PERMISSION_DENIED, ...)."""
+    """Another gRPC status (INTERNAL, PERMISSION_DENIED, ...); up only if a peer sent it
+    (``PEER_CODES``)."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +81,9 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
     """The result of asking ``target``: ``answer`` is the value it reported, or what
     the call raised; ``duration`` is how long the call took.
 
-    ``up`` says whether the worker answered the idle RPC at all (a value, a status
-    of its own, or UNIMPLEMENTED); ``supported`` whether it has the idle RPC.
+    ``up`` says whether the worker demonstrably answered the idle RPC (a value,
+    UNIMPLEMENTED, or a status in ``PEER_CODES``); ``supported`` whether it has the
+    idle RPC.
     """
     if isinstance(answer, BaseException):
         reason, up = _reason(answer)
@@ -90,8 +116,7 @@ def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
         if error.code is grpc.StatusCode.UNAVAILABLE:
             handshake = "handshake" in error.details.lower()
             return (ErrorReason.TLS if handshake else ErrorReason.UNAVAILABLE), False
-        # Any other status came from the worker: it is up.
-        return ErrorReason.OTHER, True
+        return ErrorReason.OTHER, error.code in PEER_CODES
     if isinstance(error, asyncio.CancelledError):
         # The call was cut off under the probe (its channel closed), not by the caller.
         return ErrorReason.UNAVAILABLE, False

@@ -10,8 +10,12 @@ As exporter-toolkit does it:
   them, least recently used first out), keyed by a SHA-256 of the user, the
   hash and the password, so a scraper pays bcrypt's cost once and a client
   repeating a wrong password pays nothing;
-- an unknown user is checked against a dummy hash of the same cost as the
-  real ones, so it takes as long as a wrong password.
+- an unknown user is checked against a configured user's hash (and never
+  accepted, whatever the password), so it takes as long as a wrong password;
+  no hash is computed at start (a cost-31 hash would take days: bcrypt's cost
+  is what the operator asked for, paid on the first login, one at a time);
+- a check runs on a daemon thread of its own, so a days-long one never holds
+  up the process's exit (SIGTERM ends it as usual).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
@@ -41,12 +47,13 @@ def checkpw(password: bytes, hashed: bytes) -> bool:
 
 
 class BasicAuth:
-    """Checks ``Authorization: Basic`` against ``users`` (user -> bcrypt hash)."""
+    """Checks ``Authorization: Basic`` against ``users`` (user -> bcrypt hash; at
+    least one)."""
 
     def __init__(self, users: Mapping[str, bytes]) -> None:
         self.users = dict(users)
-        cost = int(next(iter(self.users.values())).split(b"$")[2]) if self.users else 10
-        self._dummy = bcrypt.hashpw(b"not a password", bcrypt.gensalt(rounds=cost))
+        self._stand_in = next(iter(self.users.values()))
+        """The hash an unknown user is checked against: bcrypt's cost without a match."""
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._one_at_a_time = asyncio.Lock()
 
@@ -57,7 +64,7 @@ class BasicAuth:
             return False
         user, password = credentials
         name = user.decode("utf-8", "surrogateescape")  # undecodable: no such user
-        hashed = self.users.get(name, self._dummy)
+        hashed = self.users.get(name, self._stand_in)
         parts = (user, hashed, password)
         fingerprint = hashlib.sha256(b":".join(p.hex().encode() for p in parts)).digest()
         verdict = self._recall(fingerprint)
@@ -65,7 +72,7 @@ class BasicAuth:
             async with self._one_at_a_time:
                 verdict = self._recall(fingerprint)  # decided while this one waited
                 if verdict is None:
-                    matched = await asyncio.to_thread(checkpw, password, hashed)
+                    matched = await _on_daemon_thread(checkpw, password, hashed)
                     verdict = matched and name in self.users
                     self._remember(fingerprint, verdict)
         return verdict
@@ -87,6 +94,27 @@ class BasicAuth:
         if not await self.check(request.headers.get("Authorization")):
             raise web.HTTPUnauthorized(text="Unauthorized\n", headers=CHALLENGE)
         return await handler(request)
+
+
+async def _on_daemon_thread(check: Callable[[bytes, bytes], bool], *args: bytes) -> bool:
+    """``check(*args)`` on a daemon thread: the interpreter's exit does not wait for it."""
+    loop = asyncio.get_running_loop()
+    verdict: asyncio.Future[bool] = loop.create_future()
+
+    def settle(matched: bool) -> None:
+        if not verdict.done():  # the request may be gone
+            verdict.set_result(matched)
+
+    def run() -> None:
+        try:
+            matched = check(*args)
+        except Exception:  # fail closed: no verdict is a refusal
+            matched = False
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, matched)
+
+    threading.Thread(target=run, name="bcrypt", daemon=True).start()
+    return await verdict
 
 
 def _decode(header: str | None) -> tuple[bytes, bytes] | None:

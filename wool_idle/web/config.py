@@ -18,7 +18,10 @@ operators reuse the files their Go exporters already read::
 The file is read as exporter-toolkit reads it, strictly (see
 ``yaml_fields``): an unknown key, a key given twice, a header exporter-toolkit
 does not allow, a missing file or a value out of range is a
-``WebConfigError`` at start, never a silent default. The file is read once;
+``WebConfigError`` at start, never a silent default. A bcrypt hash must be one
+bcrypt can check: a cost of 4..31 (as promtool says) and a salt bcrypt reads.
+Cost 31 is legal and absurd: the daemon starts, and each new login takes what
+bcrypt takes at that cost (days). The file is read once;
 the certificate files it names are followed as they rotate (``tls_context``).
 """
 
@@ -30,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+import bcrypt
 
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.server_tls import server_tls_context
@@ -108,8 +113,25 @@ def _users(node: Node | None) -> dict[str, bytes]:
             raise error_at(value, f"basic_auth_users.{user}: not a bcrypt hash")
         if int(match.group(1)) not in BCRYPT_COSTS:
             raise error_at(value, f"basic_auth_users.{user}: bcrypt cost outside 4..31")
+        if not _bcrypt_reads(hashed):
+            raise error_at(value, f"basic_auth_users.{user}: bcrypt cannot read this hash")
         hashes[user] = hashed.encode()
     return hashes
+
+
+def _bcrypt_reads(hashed: str) -> bool:
+    """Whether bcrypt can check a password against ``hashed`` (a well-formed hash).
+
+    Its salt's last character carries 2 bits of 6: bcrypt refuses one whose unused
+    bits are set, while Go's bcrypt (promtool) ignores them, so such a hash would
+    fail every login. Asked of bcrypt itself, on the same hash at the least cost
+    (the cost changes nothing of this, and the least takes a millisecond).
+    """
+    try:
+        bcrypt.checkpw(b"", f"{hashed[:4]}04{hashed[6:]}".encode())
+    except ValueError:
+        return False
+    return True
 
 
 def _headers(node: Node | None) -> dict[str, str]:

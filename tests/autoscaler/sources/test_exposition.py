@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.sources import ExporterSource, Selector, SourceError, parse_exposition
 from wool_idle.autoscaler.verdicts import Verdict
@@ -99,8 +99,10 @@ class TestParseExposition:
         )
         settings = PolicySettings(max_idle=60.0, min_workers=0, group_by=("wool_tags",))
         # Act
-        grouped = PolicyPlanner(settings).plan(parse_exposition(text, (), ("wool_tags",)), 0.0)
-        plain = PolicyPlanner(settings).plan(parse_exposition(text), 0.0)
+        grouped = policy.plan(
+            parse_exposition(text, (), ("wool_tags",)), policy.PolicyState(), settings, 0.0
+        )
+        plain = policy.plan(parse_exposition(text), policy.PolicyState(), settings, 0.0)
         # Assert
         assert [d.verdict for d in grouped.decisions] == [Verdict.CONFLICTING]
         assert [d.verdict for d in plain.decisions] == [Verdict.STOP]
@@ -130,7 +132,9 @@ class TestParseExposition:
             exposition(("a:1", ',job="x"', 0), ("a:1", ',job="y"', 500)),
         ]
         # Act
-        plans = [PolicyPlanner(settings).plan(parse_exposition(t), 0.0) for t in texts]
+        plans = [
+            policy.plan(parse_exposition(t), policy.PolicyState(), settings, 0.0) for t in texts
+        ]
         # Assert
         for plan in plans:
             assert [(d.worker, d.verdict) for d in plan.decisions] == [("a:1", Verdict.CONFLICTING)]

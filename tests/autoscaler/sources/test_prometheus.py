@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.sources import (
     PrometheusSource,
@@ -92,7 +92,7 @@ class TestParseQueryResponses:
         settings = PolicySettings(max_idle=60.0, min_workers=0)
         # Act
         readings = parse_query_responses(values, ages)
-        plan = PolicyPlanner(settings).plan(readings, 0.0)
+        plan = policy.plan(readings, policy.PolicyState(), settings, 0.0)
         # Assert
         assert readings[1].age == math.inf
         assert {d.worker: d.verdict for d in plan.decisions} == {
@@ -119,7 +119,7 @@ class TestParseQueryResponses:
         settings = PolicySettings(max_idle=60.0, min_workers=0)
         # Act
         readings = parse_query_responses(vector(*values), vector(*age_items))
-        plan = PolicyPlanner(settings).plan(readings, 0.0)
+        plan = policy.plan(readings, policy.PolicyState(), settings, 0.0)
         # Assert
         assert [r.conflicting for r in readings] == [conflicting]
         expected = Verdict.CONFLICTING if conflicting else Verdict.STOP
@@ -277,7 +277,7 @@ class TestPrometheusSource:
         settings = PolicySettings(max_idle=60.0, min_workers=0)
         # Act
         readings = await prometheus.read(aiohttp_server)
-        plan = PolicyPlanner(settings).plan(readings, 0.0)
+        plan = policy.plan(readings, policy.PolicyState(), settings, 0.0)
         # Assert
         assert [d.worker for d in plan.stops] == ["a:1"]
         assert {d.worker: d.verdict for d in plan.decisions}["b:1"] is Verdict.STALE

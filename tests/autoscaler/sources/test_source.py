@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
+import threading
 from dataclasses import dataclass
 
 import aiohttp
@@ -13,9 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
-from wool_idle.autoscaler.policy import PolicySettings, Reading
-from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Source, SourceError
+from wool_idle.autoscaler.policy import Plan, PolicySettings, Reading
+from wool_idle.autoscaler.sources import (
+    ExporterSource,
+    PrometheusSource,
+    Source,
+    SourceError,
+    exposition,
+    prometheus,
+)
 from wool_idle.autoscaler.sources.source import fetch
 from wool_idle.contract import valid_idle
 from wool_idle.worker.address import parse_address
@@ -53,6 +63,123 @@ class TestFetch:
             # Act / Assert
             with pytest.raises(SourceError):
                 await fetch(session, str(server.make_url("/")), {}, 2.0, json_body=json_body)
+
+
+MiB = 1024 * 1024
+IDLE_ROW = 'wool_worker_idle_seconds{worker="127.0.0.1:%d"} 500\n'
+
+
+async def endless(request: web.Request) -> web.StreamResponse:
+    """A fast body that never ends (no Content-Length)."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    row = (IDLE_ROW % 1).encode() * 1000
+    while True:
+        await response.write(row)
+
+
+async def bomb(request: web.Request) -> web.Response:
+    """8 MiB of exposition text gzipped to a few KB (Content-Encoding: gzip)."""
+    body = gzip.compress((IDLE_ROW % 1).encode() * (8 * MiB // len(IDLE_ROW)))
+    return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+
+async def sized(request: web.Request) -> web.Response:
+    """2 MiB of JSON with its Content-Length."""
+    return web.Response(text=json.dumps(["x" * 1000] * (2 * MiB // 1000)))
+
+
+class TestFetchCap:
+    @pytest.mark.parametrize(
+        ("answer", "json_body"), [(endless, False), (bomb, False), (sized, True)]
+    )
+    async def test_fetch_body_over_the_cap_is_a_source_error(
+        self, aiohttp_server, answer, json_body: bool
+    ) -> None:
+        """Given a server answering a body that never ends, a small gzipped body that
+        inflates to 8 MiB, or 2 MiB with its length, when fetched with a 1 MiB cap
+        (and a deadline far away), then SourceError saying the body is over the cap:
+        the read stops there instead of holding the whole body."""
+        # Arrange
+        app = web.Application()
+        app.router.add_get("/", answer)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            # Act / Assert
+            with pytest.raises(SourceError, match=f"body over {MiB} bytes"):
+                await fetch(
+                    session, str(server.make_url("/")), {}, 60.0, json_body=json_body, max_bytes=MiB
+                )
+
+    @pytest.mark.parametrize("kind", ["exporter", "prometheus"])
+    async def test_read_at_the_cap_reads(self, aiohttp_server, kind: str) -> None:
+        """Given a source whose answers are exactly as large as the cap, when read with
+        that cap, then it reads them; with one byte less, SourceError."""
+        # Arrange
+        text = (IDLE_ROW % 1) + 'wool_worker_up{worker="127.0.0.1:1"} 1\n'
+        sample = {"metric": {"__name__": "wool_worker_up", "worker": "127.0.0.1:1"}}
+        vector = {"status": "success", "data": {"resultType": "vector", "result": []}}
+        vector["data"]["result"] = [{**sample, "value": [1, "1"]}]
+        body = text if kind == "exporter" else json.dumps(vector)
+
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(text=body)
+
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", answer)
+        server = await aiohttp_server(app)
+        base, size = str(server.make_url("/")), len(body.encode())
+        async with aiohttp.ClientSession() as session:
+
+            def source(limit: int) -> Source:
+                if kind == "exporter":
+                    return ExporterSource(session, base + "metrics", [], 5.0, max_bytes=limit)
+                return PrometheusSource(session, base, [], None, 5.0, max_bytes=limit)
+
+            # Act
+            readings = await source(size).read()
+            # Assert
+            assert [r.worker for r in readings] == ["127.0.0.1:1"]
+            with pytest.raises(SourceError, match="--source-max-bytes"):
+                await source(size - 1).read()
+
+    @pytest.mark.parametrize("kind", ["exporter", "prometheus"])
+    async def test_read_parses_off_the_event_loop(
+        self, aiohttp_server, monkeypatch, kind: str
+    ) -> None:
+        """Given a source answering a valid body, when read, then its parser runs on
+        another thread than the event loop's (a large body never holds up the loop:
+        /-/healthy, the other requests)."""
+        # Arrange
+        threads: list[threading.Thread] = []
+        module = exposition if kind == "exporter" else prometheus
+        name = "parse_exposition" if kind == "exporter" else "parse_query_responses"
+        parse = getattr(module, name)
+
+        def watched(*args, **kwargs):
+            threads.append(threading.current_thread())
+            return parse(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, watched)
+        empty = '{"status": "success", "data": {"resultType": "vector", "result": []}}'
+
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(text=IDLE_ROW % 1 if kind == "exporter" else empty)
+
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", answer)
+        server = await aiohttp_server(app)
+        base = str(server.make_url("/"))
+        async with aiohttp.ClientSession() as session:
+            source = (
+                ExporterSource(session, base + "metrics", [], 5.0)
+                if kind == "exporter"
+                else PrometheusSource(session, base, [], None, 5.0)
+            )
+            # Act
+            await source.read()
+        # Assert
+        assert len(threads) == 1 and threads[0] is not threading.current_thread()
 
 
 class TestSourcesOverHttp:
@@ -110,7 +237,17 @@ class TestSourcesOverHttp:
 
 SETTINGS = PolicySettings(max_idle=60.0, min_workers=0, max_stops_per_cycle=100, max_staleness=30.0)
 SERIES = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
-WORKERS = ("a:1", "b:1", "127.0.0.1:9", "worker-name", "a:1 ", "unix:/w.sock", "", "[::1]:5")
+WORKERS = (
+    "127.0.0.2:1",
+    "localhost:9",
+    "127.0.0.1:9",
+    "worker-name",
+    "a:1 ",
+    "unix:/w.sock",
+    "",
+    "[::1]:5",
+)
+"""Labels: addresses (two of them one worker's), and labels that are not addresses."""
 NUMBERS = ("500", "60", "0", "1", "-1", "NaN", "+Inf", "1e999", "abc", " 500", "1_000")
 
 json_leaves = (
@@ -169,7 +306,7 @@ deep_json = st.builds(
 )
 rows = st.lists(
     st.tuples(
-        st.sampled_from(("a:1", "b:1", "127.0.0.1:9", *WORKERS)),
+        st.sampled_from(("127.0.0.2:1", "localhost:9", "127.0.0.1:9", *WORKERS)),
         st.sampled_from(["", "x", "y"]),
         st.sampled_from(("500", "500", "500", *NUMBERS)),
         st.sampled_from(["1", "1", "1", "1", "0", "abc"]),
@@ -266,6 +403,13 @@ class Http:
     served: Served
     session: aiohttp.ClientSession
     base: str
+    resolver: AddressResolver
+
+    def plan(self, readings: list[Reading]) -> Plan:
+        """The daemon's planner's plan of ``readings`` (its names resolved once per module)."""
+        return self.loop.run_until_complete(
+            PolicyPlanner(SETTINGS, self.resolver).plan(readings, 0.0)
+        )
 
     def read(self, source: Source) -> list[Reading] | None:
         """``source.read()``: its readings, None for a SourceError; anything else raises."""
@@ -295,7 +439,7 @@ def http():
         return aiohttp.ClientSession()
 
     session = loop.run_until_complete(open_session())
-    yield Http(loop, served, session, f"http://{host}:{port}")
+    yield Http(loop, served, session, f"http://{host}:{port}", AddressResolver())
     loop.run_until_complete(session.close())
     loop.run_until_complete(runner.cleanup())
     loop.close()
@@ -357,7 +501,7 @@ class TestReadProperties:
         readings = http.read(source)
         if readings is None:
             return
-        plan = PolicyPlanner(SETTINGS).plan(readings, 0.0)
+        plan = http.plan(readings)
         # Assert
         for decision in plan.stops:
             series = _exposition_samples(body, decision.worker)
@@ -380,7 +524,7 @@ class TestReadProperties:
         readings = http.read(source)
         if readings is None:
             return
-        plan = PolicyPlanner(SETTINGS).plan(readings, 0.0)
+        plan = http.plan(readings)
         # Assert
         for decision in plan.stops:
             worker = decision.worker

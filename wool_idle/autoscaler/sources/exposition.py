@@ -1,7 +1,9 @@
-"""Reading an exporter's ``/metrics``: Prometheus exposition text, read just now."""
+"""Reading an exporter's ``/metrics``: Prometheus exposition text, read just now and
+parsed on a thread (see ``source``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import aiohttp
@@ -10,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.samples import SamplesByWorker
 from wool_idle.autoscaler.sources.selector import Selector
-from wool_idle.autoscaler.sources.source import SourceError, fetch
+from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
 from wool_idle.contract import WORKER_LABEL
 
 
@@ -52,11 +54,15 @@ class ExporterSource:
         selectors: Sequence[Selector],
         timeout: float,
         group_by: Sequence[str] = (),
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.session, self.url, self.selectors, self.timeout = session, url, selectors, timeout
-        self.group_by = group_by
+        self.group_by, self.max_bytes = group_by, max_bytes
         self.description = f"exporter {url}"
 
     async def read(self) -> list[Reading]:
-        text = await fetch(self.session, self.url, {}, self.timeout, json_body=False)
-        return parse_exposition(text, self.selectors, self.group_by)
+        text = await fetch(
+            self.session, self.url, {}, self.timeout, json_body=False, max_bytes=self.max_bytes
+        )
+        return await asyncio.to_thread(parse_exposition, text, self.selectors, self.group_by)

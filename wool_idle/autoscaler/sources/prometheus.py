@@ -22,7 +22,7 @@ import aiohttp
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.samples import SamplesByWorker
 from wool_idle.autoscaler.sources.selector import Selector, promql_string
-from wool_idle.autoscaler.sources.source import SourceError, fetch
+from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
 
 _NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
@@ -147,10 +147,12 @@ class PrometheusSource:
         alert: str | None,
         timeout: float,
         group_by: Sequence[str] = (),
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.session, self.base = session, base_url.rstrip("/")
         self.selectors, self.alert, self.timeout = selectors, alert, timeout
-        self.group_by = group_by
+        self.group_by, self.max_bytes = group_by, max_bytes
         self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
 
     async def read(self) -> list[Reading]:
@@ -158,10 +160,16 @@ class PrometheusSource:
         if self.alert is not None:
             queries.append(alert_query(self.alert))
         url, at = f"{self.base}/api/v1/query", f"{time.time():.3f}"
+        limit = self.max_bytes
         bodies = await asyncio.gather(
-            *(fetch(self.session, url, {"query": q, "time": at}, self.timeout) for q in queries)
+            *(
+                fetch(self.session, url, {"query": q, "time": at}, self.timeout, max_bytes=limit)
+                for q in queries
+            )
         )
-        readings = parse_query_responses(bodies[0], bodies[1], self.group_by)
+        readings = await asyncio.to_thread(
+            parse_query_responses, bodies[0], bodies[1], self.group_by
+        )
         if self.alert is None:
             return readings
         firing = parse_alert_response(bodies[2])

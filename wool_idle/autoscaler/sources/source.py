@@ -1,13 +1,26 @@
-"""What a source is, how it fails, and the one HTTP GET both sources make."""
+"""What a source is, how it fails, and the one HTTP GET both sources make.
+
+A body is read up to ``max_bytes`` (after any decompression): one over it is a
+``SourceError``, so an endless or huge answer costs at most that much memory
+and stops no one. Bodies are decoded (JSON) on a thread, off the event loop,
+and the sources parse them on a thread too (as the planner plans): a large
+answer never holds up ``/-/healthy`` or the daemon's other work.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import aiohttp
 
 from wool_idle.autoscaler.policy import Reading
+
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+"""64 MiB: the largest body a source reads (``--source-max-bytes``). A fleet of
+10,000 workers answers about 3 MB (exposition) or 5 MB (Prometheus API)."""
 
 
 class SourceError(Exception):
@@ -31,11 +44,12 @@ async def fetch(
     timeout: float,
     *,
     json_body: bool = True,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Any:
     """GET ``url``; the JSON body (or text), or ``SourceError`` for any failure.
 
-    A body that does not decode, or is nested too deeply for the JSON decoder, is a
-    failure like any other.
+    A body over ``max_bytes``, one that does not decode, or JSON nested too deeply
+    for the decoder, is a failure like any other.
     """
     try:
         async with session.get(
@@ -43,8 +57,23 @@ async def fetch(
         ) as response:
             if response.status != 200:
                 raise SourceError(f"GET {url}: HTTP {response.status}")
+            body = await _body(response, url, max_bytes)
             if json_body:
-                return await response.json(content_type=None)
-            return await response.text()
-    except (aiohttp.ClientError, TimeoutError, ValueError, RecursionError) as error:
+                return await asyncio.to_thread(json.loads, body)
+            return body.decode(response.charset or "utf-8")
+    except (aiohttp.ClientError, TimeoutError, ValueError, LookupError, RecursionError) as error:
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
+
+
+async def _body(response: aiohttp.ClientResponse, url: str, max_bytes: int) -> bytes:
+    """The body of ``response``, read up to ``max_bytes``; ``SourceError`` beyond."""
+    over = SourceError(f"GET {url}: body over {max_bytes} bytes (--source-max-bytes)")
+    if response.content_length is not None and response.content_length > max_bytes:
+        raise over
+    chunks, size = [], 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > max_bytes:
+            raise over
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,160 @@
+"""Which worker each address names: lookups, real paths, a short memory, and the labels
+that share a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wool_idle.autoscaler import identity
+from wool_idle.autoscaler.identity import LOOKUP_THREADS, AddressResolver, identities
+
+
+def localhost_endpoints(port: int) -> frozenset[str]:
+    """What ``localhost`` resolves to here, as endpoints (``::1`` too on some hosts)."""
+    found = socket.getaddrinfo("localhost", port, type=socket.SOCK_STREAM)
+    return frozenset(
+        f"[{a[4][0]}]:{port}" if a[0] is socket.AF_INET6 else f"{a[4][0]}:{port}" for a in found
+    )
+
+
+def bound_socket(path: Path) -> socket.socket:
+    """A unix socket bound at ``path`` (a worker's, as far as the path goes)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    return sock
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def busy_lookups() -> Iterator[threading.Event]:
+    """Every lookup thread busy until the event is set (a DNS that does not answer)."""
+    release = threading.Event()
+    for _ in range(LOOKUP_THREADS):
+        identity._LOOKUPS.submit(release.wait)
+    yield release
+    release.set()
+
+
+class TestAddressResolver:
+    async def test_resolve_addresses(self, tmp_path: Path) -> None:
+        """Given an IP address, a name, an IPv6 address, a unix socket named through a
+        symbolic link, a relative unix path, a unix path where no socket is (nothing, a
+        regular file) and a name that does not exist, when resolved, then the first four
+        give their endpoints (the link followed), and the others are left out: they do
+        not resolve."""
+        # Arrange
+        listening = bound_socket(tmp_path / "real.sock")
+        (tmp_path / "link.sock").symlink_to(tmp_path / "real.sock")
+        (tmp_path / "file.sock").touch()
+        workers = [
+            "127.0.0.1:5",
+            "localhost:5",
+            "[::1]:5",
+            f"unix:{tmp_path}/link.sock",
+            "unix:w.sock",
+            f"unix:{tmp_path}/none.sock",
+            f"unix:{tmp_path}/file.sock",
+            "no-such-host.invalid:5",
+        ]
+        # Act
+        resolved = await AddressResolver().resolve(workers)
+        listening.close()
+        # Assert
+        assert resolved == {
+            "127.0.0.1:5": frozenset({"127.0.0.1:5"}),
+            "localhost:5": localhost_endpoints(5),
+            "[::1]:5": frozenset({"[::1]:5"}),
+            f"unix:{tmp_path}/link.sock": frozenset({f"unix:{tmp_path.resolve()}/real.sock"}),
+        }
+
+    async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
+        """Given a unix label resolved once, when its link is turned to another path,
+        then the answer is kept until the TTL has passed, and then read again."""
+        # Arrange
+        clock = Clock()
+        resolver = AddressResolver(ttl=60.0, clock=clock)
+        sockets = [bound_socket(tmp_path / name) for name in ("first", "second")]
+        link, label = tmp_path / "w.sock", f"unix:{tmp_path}/w.sock"
+        link.symlink_to(tmp_path / "first")
+        before = await resolver.resolve([label])
+        link.unlink()
+        link.symlink_to(tmp_path / "second")
+        # Act
+        clock.now = 59.0
+        within = await resolver.resolve([label])
+        clock.now = 61.0
+        after = await resolver.resolve([label])
+        for sock in sockets:
+            sock.close()
+        # Assert
+        first, second = (f"unix:{tmp_path.resolve()}/{n}" for n in ("first", "second"))
+        assert before == within == {label: frozenset({first})}
+        assert after == {label: frozenset({second})}
+
+    async def test_resolve_does_not_wait_past_its_timeout(
+        self, busy_lookups: threading.Event
+    ) -> None:
+        """Given every lookup thread busy (a DNS that does not answer), when a name is
+        resolved, then the call returns at its timeout with no endpoints for it (an
+        unknown worker), and once the lookup is done a later call has its answer."""
+        # Arrange
+        resolver = AddressResolver(timeout=0.05)
+        # Act
+        stuck = await resolver.resolve(["localhost:5"])
+        busy_lookups.set()
+        later = stuck
+        while not later:
+            await asyncio.sleep(0.01)
+            later = await resolver.resolve(["localhost:5"])
+        # Assert
+        assert stuck == {}
+        assert later == {"localhost:5": localhost_endpoints(5)}
+
+    async def test_resolve_forgets_labels_no_longer_read(self) -> None:
+        """Given labels resolved on one call, when the next call asks for others, then
+        only theirs are kept (the memory is bounded by one read's labels)."""
+        # Arrange
+        resolver = AddressResolver()
+        await resolver.resolve(["127.0.0.1:1", "127.0.0.2:1"])
+        # Act
+        await resolver.resolve(["127.0.0.3:1"])
+        # Assert
+        assert set(resolver._answers) == {"127.0.0.3:1"}
+
+
+class TestIdentities:
+    def test_identities_labels_that_overlap_share_one(self) -> None:
+        """Given labels whose endpoints overlap directly or through another label, and a
+        label of its own, when given identities, then the overlapping ones share one
+        (all their endpoints) and the lone label has none."""
+        # Arrange
+        endpoints = {
+            "127.0.0.1:5": frozenset({"127.0.0.1:5"}),
+            "localhost:5": frozenset({"127.0.0.1:5", "[::1]:5"}),
+            "ip6-localhost:5": frozenset({"[::1]:5"}),
+            "10.0.0.1:5": frozenset({"10.0.0.1:5"}),
+        }
+        # Act
+        shared = identities(endpoints)
+        # Assert
+        assert shared == dict.fromkeys(
+            ["127.0.0.1:5", "localhost:5", "ip6-localhost:5"], "127.0.0.1:5,[::1]:5"
+        )
+
+    def test_identities_distinct_workers_have_none(self) -> None:
+        """Given labels that all lead apart (other ports, other hosts), then none shares."""
+        endpoints = {f"127.0.0.1:{p}": frozenset({f"127.0.0.1:{p}"}) for p in range(1, 50)}
+        assert identities(endpoints) == {}
