@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import sys
 import time
@@ -97,6 +98,25 @@ class TestExporterCli:
         wait_for(lambda: worker_address in by_worker(fetch(url), "wool_worker_up"))
         # Assert
         assert unchanged == {}
+
+    def test_open_files_soft_limit_raised_to_hard(self, start_exporter) -> None:
+        """Given an exporter started with a soft limit of 1024 open files (systemd's
+        default) below its hard limit, when it serves, then its soft limit is the hard
+        one, so a connection per worker does not run out of descriptors."""
+        # Arrange
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+
+        # Act
+        start_exporter("--target", "127.0.0.1:1", preexec_fn=lower)
+        pid = start_exporter.processes[-1].pid
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        # Assert
+        row = next(line for line in limits if line.startswith("Max open files"))
+        assert row.split()[3:5] == [str(hard), str(hard)]
+        assert hard > 1024
 
     def test_environment_sets_targets(self, start_exporter, worker_address) -> None:
         """Given WOOL_IDLE_TARGET in the environment, when the exporter starts without
