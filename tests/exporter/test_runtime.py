@@ -13,6 +13,7 @@ from wool_idle.exporter.runtime import (
     OncePerKind,
     raise_open_files_limit,
     settle_garbage_collector,
+    warn_if_few_open_files,
 )
 
 
@@ -109,3 +110,22 @@ class TestRaiseOpenFilesLimit:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         # Assert
         assert reported == now == (hard, hard)
+
+
+class TestWarnIfFewOpenFiles:
+    @pytest.mark.parametrize(
+        ("limit", "connections", "warned"),
+        [(1024, 10_000, True), (1024, 1000, True), (20_000, 10_000, False), (1024, 100, False)],
+    )
+    def test_warn_when_connections_do_not_fit(
+        self, limit: int, connections: int, warned: bool, caplog
+    ) -> None:
+        """Given an open-files limit and the worker connections the exporter may hold,
+        when checked, then a warning naming --probe.adhoc-limit exactly when they do
+        not fit beside the reserve."""
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.exporter"):
+            warn_if_few_open_files(limit, connections)
+        # Assert
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("--probe.adhoc-limit" in m for m in messages) == warned

@@ -33,6 +33,7 @@ from wool_idle.exporter.runtime import (
     log_repeating_errors_once,
     raise_open_files_limit,
     settle_garbage_collector,
+    warn_if_few_open_files,
 )
 from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.targets import Target, TargetSet
@@ -165,6 +166,7 @@ async def _serve(
     refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))
     following = asyncio.ensure_future(discovered.run())
     open_files, _ = raise_open_files_limit()
+    warn_if_few_open_files(open_files, len(targets.all()) + daemon.probe_adhoc_limit)
     log_repeating_errors_once()
     settle_garbage_collector()
     specs = ", ".join(str(f) for f in discovered.followers)

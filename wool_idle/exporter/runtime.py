@@ -10,9 +10,14 @@ import logging
 import resource
 from typing import Final
 
+log = logging.getLogger("wool_idle.exporter")
+
 YOUNG_GENERATION: Final = 50_000
 """Allocations between collections of the youngest generation (CPython's default is
 700): a scrape over thousands of workers allocates per worker, and without cycles."""
+RESERVED_FILES: Final = 128
+"""Descriptors for everything but connections to workers: listening sockets, the
+scrapers' HTTP connections, files, gRPC's own."""
 REPEATING_LOGGERS: Final = ("asyncio", "grpc")
 """Loggers whose errors can repeat per connection: asyncio's ``accept()`` failures
 (every pending connection when descriptors run out), gRPC's own."""
@@ -28,6 +33,21 @@ def raise_open_files_limit() -> tuple[int, int]:
         except (ValueError, OSError):
             return soft, hard
     return hard, hard
+
+
+def warn_if_few_open_files(limit: int, connections: int) -> None:
+    """Log a warning when ``limit`` open files cannot hold ``connections`` connections to
+    workers (a descriptor each) beside ``RESERVED_FILES``."""
+    needed = connections + RESERVED_FILES
+    if limit < needed:
+        log.warning(
+            "open files limit %d is below the %d that %d worker connections need (the "
+            "targets and --probe.adhoc-limit): raise it (systemd LimitNOFILE) or lower "
+            "--probe.adhoc-limit, or /metrics may fail to connect under /probe load",
+            limit,
+            needed,
+            connections,
+        )
 
 
 def settle_garbage_collector() -> None:
