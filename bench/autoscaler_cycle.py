@@ -12,12 +12,18 @@ sample (prometheus-client's text parser; json.loads). The grouped cycles do
 the same with ``--group-by pool`` over a fleet in four pools (the sources keep
 the label, the floor holds per pool).
 Runs alternate. Ratios last.
+
+Floor and cycle run under the same garbage-collector regime, the daemon's:
+what start-up made is frozen (as ``Autoscaler.run`` does before its first
+cycle) and the collector runs. The last line repeats the JSON pair with the
+collector paused in both, which leaves the Python work alone (no goal).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import random
 import statistics
@@ -90,6 +96,15 @@ def timed(work: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def timed_paused(work: Callable[[], object]) -> float:
+    """``timed`` with the garbage collector paused."""
+    gc.disable()
+    try:
+        return timed(work)
+    finally:
+        gc.enable()
+
+
 def text_floor(text: str) -> None:
     for family in text_string_to_metric_families(text):
         for _ in family.samples:
@@ -147,9 +162,11 @@ def main() -> None:
         f"API JSON {(len(values) + len(ages)) / 1e6:.1f} MB; {repeats} repeats"
     )
     kinds = ("text_floor", "text", "text_grouped", "json_floor", "json", "json_grouped")
-    times: dict[str, list[float]] = {k: [] for k in kinds}
+    times: dict[str, list[float]] = {k: [] for k in (*kinds, "json_floor_paused", "json_paused")}
     text_planner, json_planner = PolicyPlanner(RULE), PolicyPlanner(RULE)
     text_grouped, json_grouped = PolicyPlanner(GROUPED), PolicyPlanner(GROUPED)
+    gc.collect()
+    gc.freeze()  # the daemon's regime (Autoscaler.run), for floors and cycles alike
     for _ in range(repeats):
         times["text_floor"].append(timed(lambda: text_floor(text)))
         times["text"].append(timed(lambda: text_cycle(text_planner, text)))
@@ -159,9 +176,11 @@ def main() -> None:
         times["json_grouped"].append(
             timed(lambda: json_cycle(json_grouped, pooled_values, pooled_ages))
         )
+        times["json_floor_paused"].append(timed_paused(lambda: json_floor(values, ages)))
+        times["json_paused"].append(timed_paused(lambda: json_cycle(json_planner, values, ages)))
     median = {k: statistics.median(v) for k, v in times.items()}
     for key, seconds in median.items():
-        print(f"  {key:>12}: median {seconds * 1e3:8.1f} ms")
+        print(f"  {key:>17}: median {seconds * 1e3:8.1f} ms")
     print("ratios (cycle / parse floor, median):")
     for kind, label in (("text", "exposition text"), ("json", "Prometheus API JSON")):
         floor = median[f"{kind}_floor"]
@@ -171,6 +190,8 @@ def main() -> None:
             f"  {label}: {plain:.2f}x {verdict(plain, GOAL)}; "
             f"grouped by pool: {grouped:.2f}x {verdict(grouped, GOAL)}"
         )
+    paused = median["json_paused"] / median["json_floor_paused"]
+    print(f"  Prometheus API JSON, the collector paused in floor and cycle: {paused:.2f}x")
 
 
 if __name__ == "__main__":

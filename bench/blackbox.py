@@ -1,7 +1,8 @@
 """Exporter CPU beside blackbox_exporter's, per round over the same fleet.
 
     python -m bench.blackbox [--workers 1000] [--rounds 9] [--rate 250]
-                             [--concurrency 8] [--adhoc] [--quick]
+                             [--concurrency 8] [--adhoc]
+                             [--grpc-experiments EXPERIMENTS] [--quick]
 
 One simulated fleet (bench.fleet, which also serves grpc.health.v1) and
 three modes of covering it, each a round of work for the same HTTP client
@@ -19,7 +20,12 @@ per-request costs and changes the ratios; see docs/benchmarks.md):
 - ``wool /metrics``: the same exporter, one ``/metrics`` (its fan-out);
 - with ``--adhoc``, ``wool /probe adhoc``: a second wool-idle exporter with no
   targets file, so every target is ad hoc (what a Prometheus that discovers
-  the workers itself makes of it).
+  the workers itself makes of it);
+- with ``--grpc-experiments``, ``wool /probe (exp)`` and ``wool /metrics (exp)``:
+  one more wool-idle exporter, with the fleet in its targets file, run with
+  ``GRPC_EXPERIMENTS`` set to that value (an operator's tuning of gRPC, e.g.
+  ``bench.services.EVENT_ENGINE_OFF``); blackbox_exporter is Go and has no
+  such setting.
 
 A mode's cost is the exporter process's CPU over the round (utime + stime of
 all its threads, from ``/proc/<pid>/stat``). Rounds alternate the modes
@@ -28,10 +34,9 @@ median over rounds is printed last with its goal. Every request must succeed
 (HTTP 200 and the worker reported): a round that did not cover the whole
 fleet measured something else, so the bench then exits 1 after its report.
 
-Where the /probe round's exporter runs with a targets file, it has answered
-one ``/metrics`` (the warm-up rounds) before it is measured: the exporter
-takes a target as configured (its connection kept) from its first fan-out
-on; before that, ``/probe`` treats every target as ad hoc.
+An exporter with a targets file keeps a connection per configured target from
+start-up on, whether or not ``/metrics`` is ever scraped; two warm-up rounds
+open them before anything is measured.
 """
 
 from __future__ import annotations
@@ -47,11 +52,17 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.services import PROMETHEUS_HEADERS, Blackbox, Exporter, Fleet
+from bench.services import PROMETHEUS_HEADERS, Blackbox, Exporter, Fleet, grpc_environment
 from bench.support import cpu_seconds, machine, rss_mib, verdict
 
 PROBE_GOAL = 0.33
 METRICS_GOAL = 0.15
+GOALS = (
+    ("wool /probe", PROBE_GOAL),
+    ("wool /metrics", METRICS_GOAL),
+    ("wool /probe (exp)", PROBE_GOAL),
+    ("wool /metrics (exp)", METRICS_GOAL),
+)
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,10 @@ def main() -> None:
         "(0: back to back)",
     )
     parser.add_argument("--adhoc", action="store_true", help="add the no-targets-file mode")
+    parser.add_argument(
+        "--grpc-experiments",
+        help="add an exporter run with this GRPC_EXPERIMENTS (its /probe and /metrics modes)",
+    )
     parser.add_argument("--quick", action="store_true", help="100 workers, 2 rounds")
     args = parser.parse_args()
     workers, rounds, warmups = (100, 2, 1) if args.quick else (args.workers, args.rounds, 2)
@@ -139,12 +154,20 @@ def main() -> None:
             blackbox = Blackbox(Path(directory))
             exporter = Exporter(fleet.addresses, Path(directory))
             adhoc = Exporter(None, Path(directory)) if args.adhoc else None
+            tuned = (
+                Exporter(
+                    fleet.addresses, Path(directory), env=grpc_environment(args.grpc_experiments)
+                )
+                if args.grpc_experiments
+                else None
+            )
             try:
                 print(
                     f"machine: {machine()}; {blackbox.version()}; {workers} workers, "
                     f"{rounds} rounds (+{warmups} warm-up), at most {args.concurrency} "
                     f"requests in flight, "
                     + (f"{args.rate:g} started per second" if args.rate else "back to back")
+                    + (f"; (exp): GRPC_EXPERIMENTS={args.grpc_experiments}" if tuned else "")
                 )
                 modes = [
                     Mode(
@@ -170,13 +193,23 @@ def main() -> None:
                             probe_answered(b"\nwool_worker_idle_seconds{"),
                         )
                     )
+                if tuned is not None:
+                    modes += [
+                        Mode(
+                            "wool /probe (exp)",
+                            tuned.pid,
+                            [tuned.probe_url(a) for a in fleet.addresses],
+                            probe_answered(b"\nwool_worker_idle_seconds{"),
+                        ),
+                        Mode("wool /metrics (exp)", tuned.pid, [tuned.metrics_url], idle_series),
+                    ]
                 started = time.monotonic()
                 rate = args.rate or None
                 results = asyncio.run(measure(modes, rounds, warmups, args.concurrency, rate))
                 elapsed = time.monotonic() - started
                 rss = {m.name: rss_mib(m.pid) for m in modes}
             finally:
-                for process in (blackbox, exporter, adhoc):
+                for process in (blackbox, exporter, adhoc, tuned):
                     if process is not None:
                         process.close()
     finally:
@@ -193,15 +226,15 @@ def report(
 ) -> bool:
     """Print the table and the ratios; whether every round covered the fleet."""
     complete = True
-    print(f"{'mode':>18} {'CPU ms per round (each round)':<48} {'median':>7} {'RSS MiB':>8}")
+    print(f"{'mode':>19} {'CPU ms per round (each round)':<48} {'median':>7} {'RSS MiB':>8}")
     for name, rounds in results.items():
         cpus = " ".join(f"{cpu * 1e3:.0f}" for cpu, _ in rounds)
         median = statistics.median(cpu for cpu, _ in rounds)
-        print(f"{name:>18} {cpus:<48} {median * 1e3:>7.0f} {rss[name]:>8.0f}")
+        print(f"{name:>19} {cpus:<48} {median * 1e3:>7.0f} {rss[name]:>8.0f}")
         short = [answered for _, answered in rounds if answered != workers]
         if short:
             complete = False
-            print(f"{'':>18} rounds with fewer than {workers} answered: {short}")
+            print(f"{'':>19} rounds with fewer than {workers} answered: {short}")
     print(f"({elapsed:.0f} s in all)")
     base = [cpu for cpu, _ in results["blackbox /probe"]]
 
@@ -210,8 +243,9 @@ def report(
         return statistics.median(cpu / b for cpu, b in zip(cpus, base, strict=True))
 
     print("ratios (exporter CPU / blackbox_exporter CPU in the same round, median):")
-    for name, goal in (("wool /probe", PROBE_GOAL), ("wool /metrics", METRICS_GOAL)):
-        print(f"  {name}: {ratio(name):.2f}x {verdict(ratio(name), goal)}")
+    for name, goal in GOALS:
+        if name in results:
+            print(f"  {name}: {ratio(name):.2f}x {verdict(ratio(name), goal)}")
     if "wool /probe adhoc" in results:
         print(f"  wool /probe adhoc (no targets file): {ratio('wool /probe adhoc'):.2f}x (no goal)")
     return complete

@@ -1,12 +1,15 @@
 """Exporter fan-out: /metrics latency and CPU beside the gRPC floor, per fleet size.
 
-    python -m bench.exporter_fanout [--sizes 10,100,1000,3000] [--scrapes 15] [--quick]
+    python -m bench.exporter_fanout [--sizes 10,100,1000,3000] [--scrapes 15]
+                                    [--grpc-experiments EXPERIMENTS] [--quick]
 
 For each N: a simulated fleet of N workers (bench.fleet), the real exporter
 process over it, and the floor (bench.floor: a bare grpc.aio loop, one idle
-call per target over open channels, same concurrency). Scrapes and floor
-rounds alternate so both see the same machine. Prints a table, then the
-ratios exporter/floor last.
+call per target over open channels with the exporter's channel options, the
+same concurrency). Scrapes and floor rounds alternate so both see the same
+machine. ``--grpc-experiments`` sets ``GRPC_EXPERIMENTS`` for both the
+exporter and the floor (e.g. ``bench.services.EVENT_ENGINE_OFF``). Prints a
+table, then the ratios exporter/floor last.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.services import Exporter, Fleet
+from bench.services import Exporter, Fleet, grpc_environment
 from bench.support import Child, cpu_seconds, machine, peak_rss_mib, summary, verdict
 
 GOAL = 1.15
@@ -34,12 +37,13 @@ def scrape(url: str) -> float:
     return elapsed
 
 
-def measure(size: int, scrapes: int, concurrency: int) -> dict[str, float]:
+def measure(size: int, scrapes: int, concurrency: int, experiments: str | None) -> dict[str, float]:
     fleet = Fleet(size)
     addresses = fleet.addresses
-    floor = Child(["-m", "bench.floor", "--concurrency", str(concurrency), *addresses])
+    env = grpc_environment(experiments)
+    floor = Child(["-m", "bench.floor", "--concurrency", str(concurrency), *addresses], env=env)
     with tempfile.TemporaryDirectory() as directory:
-        exporter = Exporter(addresses, Path(directory), concurrency=concurrency)
+        exporter = Exporter(addresses, Path(directory), concurrency=concurrency, env=env)
         url = exporter.metrics_url
         try:
             for _ in range(2):  # warm up: channels open, code paths hot
@@ -77,12 +81,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,100,1000,3000")
     parser.add_argument("--scrapes", type=int, default=15)
     parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument(
+        "--grpc-experiments", help="GRPC_EXPERIMENTS for the exporter and the floor alike"
+    )
     parser.add_argument("--quick", action="store_true", help="sizes 10,100; 3 scrapes")
     args = parser.parse_args()
     sizes = [10, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
     scrapes = 3 if args.quick else args.scrapes
-    print(f"machine: {machine()}; concurrency {args.concurrency}; {scrapes} scrapes per size")
-    rows = [measure(size, scrapes, args.concurrency) for size in sizes]
+    experiments = f"; GRPC_EXPERIMENTS={args.grpc_experiments}" if args.grpc_experiments else ""
+    print(
+        f"machine: {machine()}; concurrency {args.concurrency}; {scrapes} scrapes per size"
+        f"{experiments}"
+    )
+    rows = [measure(size, scrapes, args.concurrency, args.grpc_experiments) for size in sizes]
     print(
         f"{'N':>6} {'median ms':>10} {'max ms':>8} {'floor med ms':>13} {'floor max ms':>13} "
         f"{'cpu ms/scrape':>14} {'floor cpu ms':>13} {'peak RSS MiB':>13}"

@@ -1,9 +1,11 @@
 """The gRPC floor: a bare ``grpc.aio`` loop calling idle once per target.
 
 Usage: ``python -m bench.floor --concurrency C ADDRESS...``. Opens one channel
-per address, warms each, prints ``ready``; then for each line read from stdin
-runs one round (every target once, at most C calls in flight) and prints
-``{"seconds": wall, "cpu": cpu_seconds}``.
+per address, with the exporter's own channel options (so a ratio compares the
+same gRPC configuration), warms each, prints ``ready``; then for each line read
+from stdin runs one round (every target once, C lanes pulling from one iterator) and
+prints ``{"seconds": wall, "cpu": cpu_seconds}``. gRPC reads ``GRPC_EXPERIMENTS``
+from the environment, as the exporter does.
 """
 
 from __future__ import annotations
@@ -16,27 +18,34 @@ import time
 
 import grpc
 
+from wool_idle.exporter.connections import CHANNEL_OPTIONS
 from wool_idle.proto import IDLE, IdleTime, Void
 
 
 async def run(addresses: list[str], concurrency: int) -> None:
-    channels = [grpc.aio.insecure_channel(a) for a in addresses]
+    channels = [grpc.aio.insecure_channel(a, options=CHANNEL_OPTIONS) for a in addresses]
     calls = [c.unary_unary(IDLE, Void.SerializeToString, IdleTime.FromString) for c in channels]
-    semaphore = asyncio.Semaphore(concurrency)
 
-    async def one(call: grpc.aio.UnaryUnaryMultiCallable) -> float:
-        async with semaphore:
-            reply = await call(Void(), timeout=10)
-            return float(reply.seconds)
+    async def round_() -> None:
+        """Every call once: ``concurrency`` lanes taking the calls in turn from one
+        iterator (the cheapest bounded fan-out measured, and the exporter's)."""
+        pending = iter(calls)
 
-    await asyncio.gather(*(one(c) for c in calls))
+        async def lane() -> None:
+            for call in pending:
+                reply = await call(Void(), timeout=10)
+                float(reply.seconds)
+
+        await asyncio.gather(*(lane() for _ in range(min(concurrency, len(calls)))))
+
+    await round_()
     print("ready", flush=True)
     reader = asyncio.StreamReader()
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     while await reader.readline():
         started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(one(c) for c in calls))
+        await round_()
         print(
             json.dumps(
                 {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}

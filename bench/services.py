@@ -7,6 +7,7 @@ Each is a real process on loopback; the bench reads their CPU from ``/proc``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -15,9 +16,9 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from bench.support import Child
 from wool_idle.proto import SERVICE
@@ -36,6 +37,10 @@ PROMETHEUS_HEADERS = {
     "User-Agent": "Prometheus/2.42.0",
     "X-Prometheus-Scrape-Timeout-Seconds": "10",
 }
+
+EVENT_ENGINE_OFF: Final = "-event_engine_client,-event_engine_for_all_other_endpoints"
+"""``GRPC_EXPERIMENTS`` turning off gRPC's event-engine client (docs/scaling.md, operator
+tuning): the bench sets it only when asked, and then on both sides of a ratio."""
 
 BLACKBOX = "prometheus-blackbox-exporter"
 BLACKBOX_MODULE = "grpc_worker"
@@ -108,9 +113,15 @@ class _Process:
             self.process.wait()
 
 
+def grpc_environment(experiments: str | None) -> dict[str, str]:
+    """This process's environment, with ``GRPC_EXPERIMENTS`` set when given."""
+    return {**os.environ, **({"GRPC_EXPERIMENTS": experiments} if experiments else {})}
+
+
 class Exporter(_Process):
     """``wool-idle exporter`` on a free port, with ``addresses`` in its targets file
-    (None: no targets file, so every ``/probe`` target is ad hoc)."""
+    (None: no targets file, so every ``/probe`` target is ad hoc), its environment
+    ``env`` (default: this process's)."""
 
     def __init__(
         self,
@@ -119,6 +130,7 @@ class Exporter(_Process):
         *,
         concurrency: int = 256,
         timeout: str = "10s",
+        env: Mapping[str, str] | None = None,
     ) -> None:
         command = [
             sys.executable,
@@ -138,7 +150,9 @@ class Exporter(_Process):
             targets = directory / f"targets-{len(addresses)}.json"
             targets.write_text(json.dumps([{"targets": list(addresses)}]))
             command += ["--targets-file", str(targets)]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, env=None if env is None else dict(env)
+        )
         assert self.process.stdout is not None
         self.metrics_url = self.process.stdout.readline().strip()
         if not self.metrics_url:

@@ -8,7 +8,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -50,12 +50,13 @@ def _status_mib(pid: int, field: str) -> float:
 class Child:
     """A Python child process speaking one JSON line per request on stdin/stdout."""
 
-    def __init__(self, args: Sequence[str]) -> None:
+    def __init__(self, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=None if env is None else dict(env),
         )
         self.first = self.read()
 
@@ -97,3 +98,8 @@ def summary(samples: Sequence[float]) -> tuple[float, float]:
 def verdict(ratio: float, goal: float) -> str:
     """``(goal <= 0.33x: met)`` or ``... not met``."""
     return f"(goal <= {goal:.2f}x: {'met' if ratio <= goal else 'not met'})"
+
+
+def verdict_at_least(ratio: float, goal: float) -> str:
+    """``(goal >= 0.97: met)`` or ``... not met``."""
+    return f"(goal >= {goal:.2f}: {'met' if ratio >= goal else 'not met'})"

@@ -85,6 +85,8 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     (["exporter", "--timeout-offset", "-1"], "--timeout-offset"),
     (["exporter", "--concurrency", "0"], "--concurrency"),
     (["exporter", "--concurrency", "lots"], "--concurrency"),
+    (["exporter", "--probe.adhoc-limit", "0"], "--probe.adhoc-limit"),
+    (["exporter", "--probe.adhoc-limit", "1e4"], "--probe.adhoc-limit"),
     (["exporter", "--tls-ca", MISSING], "--tls-ca"),
     (["exporter", "--tls-cert", MISSING], "--tls-cert"),
     (["exporter", "--tls-key", NOT_PEM], "--tls-key"),

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.connections import ADHOC_LIMIT, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target, TargetSet
 
@@ -21,10 +22,12 @@ def exporter(aiohttp_client) -> Callable[..., Awaitable[object]]:
         path: str | None = None,
         timeout: float = 5.0,
         concurrency: int = 64,
+        adhoc_limit: int = ADHOC_LIMIT,
     ) -> object:
         targets = TargetSet(static=tuple(Target(a) for a in addresses or []), path=path)
         targets.reload(force=True)
-        prober = Prober(tls=None, timeout=timeout, concurrency=concurrency)
+        connections = ConnectionCache(adhoc_limit=adhoc_limit)
+        prober = Prober(tls=None, timeout=timeout, concurrency=concurrency, connections=connections)
         app = create_app(targets, prober, process_registry(), ExporterSettings(timeout=timeout))
         client = await aiohttp_client(app)
         client.targets, client.prober = targets, prober

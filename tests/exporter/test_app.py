@@ -13,6 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from aiohttp.test_utils import make_mocked_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import tasks
@@ -21,12 +22,23 @@ from support.hung import HungServer
 from support.metrics import by_worker, samples
 from support.pooled import settled, users
 
-from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.app import (
+    SCRAPE_TIMEOUT_HEADER,
+    ExporterSettings,
+    create_app,
+    process_registry,
+    scrape_budget,
+)
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import ClientTls, LocalWorker, WorkerConnection
 
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+"""The Accept header of Prometheus 2.42's scrapes."""
 UNDECODABLE = b"\x09\x00"
 """Bytes that do not decode as an IdleTime (a double field cut short)."""
 
@@ -289,11 +301,12 @@ class TestMetricsEndpoint:
         assert users(slow.address) == 0
 
     async def test_metrics_openmetrics_and_gzip(self, exporter, scripted) -> None:
-        """Given a worker, when scraped asking for OpenMetrics and gzip, then the body
-        is gzip-compressed OpenMetrics text ending in # EOF."""
+        """Given a worker and 40 unreachable targets (a body over the gzip threshold),
+        when scraped asking for OpenMetrics only, and gzip, then the body is
+        gzip-compressed OpenMetrics text ending in # EOF."""
         # Arrange
         worker = await scripted(seconds=2.0)
-        client = await exporter([worker.address])
+        client = await exporter([worker.address, *(f"unix:/nonexistent/w{i}" for i in range(40))])
         # Act
         response = await client.get(
             "/metrics",
@@ -308,6 +321,44 @@ class TestMetricsEndpoint:
         assert response.headers["Content-Encoding"] == "gzip"
         assert response.headers["Content-Type"].startswith("application/openmetrics-text")
         assert gzip.decompress(raw).decode().rstrip().endswith("# EOF")
+
+    async def test_metrics_scrape_timeout_at_offset_still_probes(self, exporter, scripted) -> None:
+        """Given a healthy worker and the default offset of 0.5 s, when Prometheus
+        scrapes with a scrape timeout of 0.5 s (no more than the offset), then the
+        worker still gets half of it and is reported up with its value."""
+        # Arrange
+        worker = await scripted(seconds=4.0)
+        client = await exporter([worker.address])
+        # Act
+        response = await client.get(
+            "/metrics", headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.5"}
+        )
+        text = await response.text()
+        # Assert
+        assert by_worker(text, "wool_worker_up") == {worker.address: 1}
+        assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 4.0}
+
+    async def test_metrics_prometheus_accept_gets_text_format_gzipped(
+        self, exporter, scripted
+    ) -> None:
+        """Given a worker and 40 unreachable targets, when scraped with Prometheus's
+        Accept header (OpenMetrics preferred, text 0.0.4 allowed) and gzip, then the
+        body is the text format 0.0.4, gzip-compressed."""
+        # Arrange
+        worker = await scripted(seconds=2.0)
+        client = await exporter([worker.address, *(f"unix:/nonexistent/w{i}" for i in range(40))])
+        # Act
+        response = await client.get(
+            "/metrics",
+            headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"},
+            auto_decompress=False,
+        )
+        text = gzip.decompress(await response.read()).decode()
+        # Assert
+        assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert response.headers["Content-Encoding"] == "gzip"
+        assert "# EOF" not in text
+        assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 2.0}
 
 
 class TestProbeEndpoint:
@@ -379,6 +430,80 @@ class TestProbeEndpoint:
         assert by_worker(text, "wool_worker_idle_seconds") == {slow.address: 6.0}
         assert users(slow.address) == 0
 
+    async def test_probe_prometheus_accept_gets_small_text_body_uncompressed(
+        self, exporter, scripted
+    ) -> None:
+        """Given a configured worker, when /probe is scraped with Prometheus's headers
+        (OpenMetrics preferred, gzip), then the answer is the text format 0.0.4 and,
+        being short, not compressed."""
+        # Arrange
+        worker = await scripted(seconds=5.0)
+        client = await exporter([worker.address])
+        # Act
+        response = await client.get(
+            "/probe",
+            params={"target": worker.address},
+            headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"},
+            auto_decompress=False,
+        )
+        text = (await response.read()).decode()
+        # Assert
+        assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert "Content-Encoding" not in response.headers
+        assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 5.0}
+
+    async def test_probe_only_configured_targets_keep_their_channels(
+        self, exporter, scripted
+    ) -> None:
+        """Given three configured workers, an ad-hoc limit of 1 and no /metrics scrape
+        ever, when /probe asks each worker twice in turn, then each worker saw one
+        connection (its channel kept, never counted as ad hoc) and all three stay open."""
+        # Arrange
+        workers = [await scripted(seconds=float(i)) for i in range(3)]
+        client = await exporter([w.address for w in workers], adhoc_limit=1)
+        # Act
+        for _ in range(2):
+            for worker in workers:
+                await client.get("/probe", params={"target": worker.address})
+        # Assert
+        assert [w.idle_calls for w in workers] == [2, 2, 2]
+        assert [len(set(w.peers)) for w in workers] == [1, 1, 1]
+        assert client.prober.connections.open() == {w.address for w in workers}
+
+    async def test_probe_unconfigured_beyond_limit_503_configured_still_served(
+        self, exporter, scripted
+    ) -> None:
+        """Given an ad-hoc limit of 2 and two /probe requests in flight to unconfigured
+        hung servers, when a third unconfigured target is probed, then it is answered
+        503 at once (never queued, never dialled), while /probe and /metrics of a
+        configured worker answer with its value."""
+        # Arrange
+        hung = [HungServer(), HungServer()]
+        for server in hung:
+            await server.start()
+        third = await scripted(seconds=1.0)
+        worker = await scripted(seconds=8.0)
+        client = await exporter([worker.address], timeout=2.0, adhoc_limit=2)
+        flood = [
+            asyncio.ensure_future(client.get("/probe", params={"target": h.address})) for h in hung
+        ]
+        await settled(lambda: all(h.connections for h in hung))
+        # Act
+        refused = await client.get("/probe", params={"target": third.address})
+        refused_text = await refused.text()
+        probe = await (await client.get("/probe", params={"target": worker.address})).text()
+        metrics = await (await client.get("/metrics")).text()
+        flooded = [await (await f).text() for f in flood]
+        for server in hung:
+            await server.close()
+        # Assert
+        assert refused.status == 503
+        assert "in flight" in refused_text
+        assert third.idle_calls == 0
+        assert by_worker(probe, "wool_worker_idle_seconds") == {worker.address: 8.0}
+        assert by_worker(metrics, "wool_worker_idle_seconds") == {worker.address: 8.0}
+        assert [by_worker(t, "wool_worker_up") for t in flooded] == [{h.address: 0} for h in hung]
+
     @pytest.mark.parametrize(
         "query",
         ["", "?target=", "?target=nohost", "?target=h:0", "?target=h:99999", "?target=unix:"],
@@ -392,6 +517,36 @@ class TestProbeEndpoint:
         # Assert
         assert response.status == 400
         assert "target" in (await response.text()) or "address" in (await response.text())
+
+
+class TestScrapeBudget:
+    @pytest.mark.parametrize(
+        ("header", "offset", "budget"),
+        [
+            (None, 0.5, 5.0),
+            ("10", 0.5, 5.0),
+            ("3", 0.5, 2.5),
+            ("0.5", 0.5, 0.25),
+            ("0.2", 0.5, 0.1),
+            ("4", 315360000.0, 2.0),
+            ("0", 0.5, 5.0),
+            ("soon", 0.5, 5.0),
+        ],
+    )
+    def test_scrape_budget_offset_takes_at_most_half(
+        self, header: str | None, offset: float, budget: float
+    ) -> None:
+        """Given --timeout 5s, an offset and Prometheus's announced scrape timeout, when
+        the budget is computed, then it is the timeout less the offset, the offset
+        taking at most half of it, capped by --timeout; no usable header: --timeout."""
+        # Arrange
+        headers = {} if header is None else {SCRAPE_TIMEOUT_HEADER: header}
+        request = make_mocked_request("GET", "/metrics", headers=headers)
+        settings = ExporterSettings(timeout=5.0, timeout_offset=offset)
+        # Act
+        found = scrape_budget(request, settings)
+        # Assert
+        assert found == pytest.approx(budget)
 
 
 class TestOtherEndpoints:

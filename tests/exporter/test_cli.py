@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
 import signal
 import sys
 import time
@@ -18,6 +20,9 @@ from wool_idle.cli import build_parser, main
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.cli import prepare_discovery
 from wool_idle.exporter.settings import DaemonSettings
+
+EVENT_ENGINE_OFF = "-event_engine_client,-event_engine_for_all_other_endpoints"
+"""gRPC's event-engine client off (docs/scaling.md: an operator's tuning)."""
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -98,6 +103,25 @@ class TestExporterCli:
         # Assert
         assert unchanged == {}
 
+    def test_open_files_soft_limit_raised_to_hard(self, start_exporter) -> None:
+        """Given an exporter started with a soft limit of 1024 open files (systemd's
+        default) below its hard limit, when it serves, then its soft limit is the hard
+        one, so a connection per worker does not run out of descriptors."""
+        # Arrange
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+
+        # Act
+        start_exporter("--target", "127.0.0.1:1", preexec_fn=lower)
+        pid = start_exporter.processes[-1].pid
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        # Assert
+        row = next(line for line in limits if line.startswith("Max open files"))
+        assert row.split()[3:5] == [str(hard), str(hard)]
+        assert hard > 1024
+
     def test_environment_sets_targets(self, start_exporter, worker_address) -> None:
         """Given WOOL_IDLE_TARGET in the environment, when the exporter starts without
         --target, then it scrapes those workers."""
@@ -109,6 +133,23 @@ class TestExporterCli:
         url = start_exporter(env=env)
         # Assert
         assert set(by_worker(fetch(url), "wool_worker_up")) == {worker_address, "127.0.0.1:1"}
+
+    def test_event_engine_off_still_scrapes_and_probes(
+        self, start_exporter, worker_address
+    ) -> None:
+        """Given the operator tuning of docs/scaling.md (GRPC_EXPERIMENTS turning gRPC's
+        event-engine client off), when the exporter serves a real worker, then
+        /metrics and /probe report its idle value and a dead address as down."""
+        # Arrange
+        env = {**os.environ, "GRPC_EXPERIMENTS": EVENT_ENGINE_OFF}
+        url = start_exporter("--target", worker_address, "--target", "127.0.0.1:1", env=env)
+        probe_url = url.removesuffix("/metrics") + f"/probe?target={worker_address}"
+        # Act
+        metrics, probe = fetch(url), fetch(probe_url)
+        # Assert
+        assert set(by_worker(metrics, "wool_worker_idle_seconds")) == {worker_address}
+        assert by_worker(metrics, "wool_worker_up") == {worker_address: 1, "127.0.0.1:1": 0}
+        assert set(by_worker(probe, "wool_worker_idle_seconds")) == {worker_address}
 
     async def test_serves_on_unix_socket(self, worker_address) -> None:
         """Given `--web.listen-address unix:/path`, when the exporter starts, then it

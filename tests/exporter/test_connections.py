@@ -102,6 +102,28 @@ class TestConnectionCache:
         await cache.close()
         assert [users(w.address) for w in (configured, first, second)] == [0, 0, 0]
 
+    async def test_lease_adhoc_of_configured_address_is_never_evicted(self, scripted) -> None:
+        """Given an ad-hoc limit of 1 and a configured set made before any call, when
+        its worker is first called ad hoc (``/probe``) and then two unconfigured ones
+        are, then the configured worker's channel stays open and the one it opened
+        first serves it again."""
+        # Arrange
+        configured, first, second = [await scripted(seconds=1.0) for _ in range(3)]
+        cache = ConnectionCache(adhoc_limit=1)
+        cache.keep([configured.address])
+        # Act
+        await call(cache, configured.address, adhoc=True)
+        await call(cache, first.address, adhoc=True)
+        await call(cache, second.address, adhoc=True)
+        await call(cache, configured.address, adhoc=True)
+        await settled(lambda: users(first.address) == 0)
+        # Assert
+        assert cache.configured(configured.address)
+        assert not cache.configured(first.address)
+        assert cache.open() == {configured.address, second.address}
+        assert len(set(configured.peers)) == 1
+        await cache.close()
+
     async def test_lease_other_kind_replaces_the_connection(
         self, start_server, tls_material
     ) -> None:

@@ -70,6 +70,38 @@ class TestProber:
         assert len(set(worker.peers)) == 1
         await prober.close()
 
+    async def test_fan_out_calls_in_flight_bounded_by_concurrency(self, scripted) -> None:
+        """Given concurrency 2 and seven workers that take 0.1 s to answer, when fanned
+        out over, then never more than two calls are in flight, every worker is asked
+        once, and the results come in the targets' order."""
+        # Arrange
+        workers = [await scripted(seconds=float(i), delay=0.1) for i in range(7)]
+        in_flight, most = 0, 0
+
+        class Counting(WorkerConnection):
+            async def idle_time(self, timeout: float | None = None) -> float:
+                nonlocal in_flight, most
+                in_flight += 1
+                most = max(most, in_flight)
+                try:
+                    return await super().idle_time(timeout=timeout)
+                finally:
+                    in_flight -= 1
+
+        def connect(address: str, tls: ClientTls | None) -> WorkerConnection:
+            return Counting(address, tls=tls, options=CHANNEL_OPTIONS)
+
+        prober = Prober(
+            tls=None, timeout=5.0, concurrency=2, connections=ConnectionCache(connect=connect)
+        )
+        # Act
+        results = await prober.fan_out([Target(w.address) for w in workers], 5.0)
+        # Assert
+        assert most == 2
+        assert [r.idle for r in results] == [float(i) for i in range(7)]
+        assert [w.idle_calls for w in workers] == [1] * 7
+        await prober.close()
+
     async def test_fan_out_call_cut_off_is_that_targets_failure(self, scripted) -> None:
         """Given a target whose call is cancelled under the probe (its channel closed)
         and a healthy one, when fanned out, then the round completes: the first is
@@ -95,8 +127,8 @@ class TestProber:
         await prober.close()
 
     async def test_probe_adhoc_burst_to_closed_ports_leaves_nothing_open(self) -> None:
-        """Given an ad-hoc limit of 4, when /probe asks about 12 closed ports and a
-        port that accepts then drops every connection, then no channel stays open
+        """Given an ad-hoc limit of 16, when /probe asks at once about 12 closed ports
+        and a port that accepts then drops every connection, then no channel stays open
         and nothing reconnects in the background afterwards (the drop-port sees no
         new connection over the next 1.5 s, twice the longest reconnect backoff)."""
         # Arrange
@@ -107,7 +139,7 @@ class TestProber:
             tls=None,
             timeout=2.0,
             concurrency=16,
-            connections=ConnectionCache(adhoc_limit=4, adhoc_ttl=300.0),
+            connections=ConnectionCache(adhoc_limit=16, adhoc_ttl=300.0),
         )
         # Act
         results = await asyncio.gather(

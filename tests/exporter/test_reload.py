@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from pathlib import Path
+
+from wool_idle.exporter.reload import Reloads
+from wool_idle.exporter.targets import TargetSet
 
 
 def write_targets(path: Path, addresses: list[str]) -> None:
@@ -53,3 +58,66 @@ class TestReloadHandler:
         # Assert
         assert response.status == 405
         assert [t.address for t in client.targets.all()] == ["127.0.0.1:1"]
+
+    async def test_reload_burst_of_posts_costs_at_most_two_reads(
+        self, exporter, tmp_path: Path, caplog
+    ) -> None:
+        """Given a targets file, when 20 POST /-/reload arrive at once, then all get
+        200 and the file is parsed at most twice (one re-read running, one pending
+        shared by the rest), the last one seeing the file as it was when they arrived."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        write_targets(path, ["127.0.0.1:1"])
+        client = await exporter(path=str(path))
+        write_targets(path, ["127.0.0.1:3"])
+        caplog.set_level(logging.INFO, logger="wool_idle.exporter.targets")
+        # Act
+        responses = await asyncio.gather(*(client.post("/-/reload") for _ in range(20)))
+        # Assert
+        assert [r.status for r in responses] == [200] * 20
+        loads = [r for r in caplog.records if "loaded" in r.getMessage()]
+        assert 1 <= len(loads) <= 2
+        assert [t.address for t in client.targets.all()] == ["127.0.0.1:3"]
+
+
+class TestReloads:
+    async def test_request_while_one_runs_shares_one_pending(self, tmp_path: Path, caplog) -> None:
+        """Given a forced re-read requested, when 50 more are requested right after
+        (a SIGHUP storm) and the file changes meanwhile, then exactly two re-reads run,
+        every request's answer is True, and the targets are the file's latest."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        write_targets(path, ["127.0.0.1:1"])
+        targets = TargetSet(path=str(path))
+        targets.reload(force=True)
+        reloads = Reloads(targets)
+        caplog.set_level(logging.INFO, logger="wool_idle.exporter.targets")
+        # Act
+        first = reloads.request()
+        await asyncio.sleep(0)
+        write_targets(path, ["127.0.0.1:2"])
+        storm = [reloads.request() for _ in range(50)]
+        answers = await asyncio.gather(first, *storm)
+        # Assert
+        loads = [r for r in caplog.records if "loaded" in r.getMessage()]
+        assert len(loads) == 2
+        assert answers == [True] * 51
+        assert [t.address for t in targets.all()] == ["127.0.0.1:2"]
+
+    async def test_close_cancels_running_and_pending(self, tmp_path: Path) -> None:
+        """Given a re-read running and one pending, when closed (shutdown), then both
+        requests end cancelled and a new request starts afresh."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        write_targets(path, ["127.0.0.1:1"])
+        targets = TargetSet(path=str(path))
+        reloads = Reloads(targets)
+        running = reloads.request()
+        await asyncio.sleep(0)
+        pending = reloads.request()
+        # Act
+        await reloads.close()
+        after = await reloads.request()
+        # Assert
+        assert (running.cancelled(), pending.cancelled()) == (True, True)
+        assert after is True

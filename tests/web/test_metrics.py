@@ -1,14 +1,16 @@
-"""The build info series."""
+"""Content negotiation of the metrics endpoints, and the build info series."""
 
 from __future__ import annotations
 
 import platform
 
 import grpc
+import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 import wool_idle
-from wool_idle.web.metrics import register_build_info
+from wool_idle.web.metrics import encoder_for, register_build_info
 
 
 class TestRegisterBuildInfo:
@@ -26,3 +28,51 @@ class TestRegisterBuildInfo:
         register_build_info(registry)
         # Assert
         assert registry.get_sample_value("wool_idle_build_info", labels) == 1.0
+
+
+PROMETHEUS_2 = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+PROMETHEUS_3 = (
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+    "application/openmetrics-text;version=0.0.1;q=0.4,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,"
+    "*/*;q=0.1"
+)
+
+
+class TestEncoderFor:
+    @pytest.mark.parametrize(
+        ("accept", "content_type"),
+        [
+            (PROMETHEUS_2, CONTENT_TYPE_PLAIN_0_0_4),
+            (PROMETHEUS_3, CONTENT_TYPE_PLAIN_0_0_4),
+            ("", CONTENT_TYPE_PLAIN_0_0_4),
+            ("*/*", CONTENT_TYPE_PLAIN_0_0_4),
+            ("text/*;q=0.2", CONTENT_TYPE_PLAIN_0_0_4),
+            ("TEXT/PLAIN; Version=0.0.4", CONTENT_TYPE_PLAIN_0_0_4),
+            ("application/openmetrics-text; version=1.0.0", "application/openmetrics-text"),
+            (
+                "application/openmetrics-text; version=1.0.0, text/plain; q=0",
+                "application/openmetrics-text",
+            ),
+            ("application/openmetrics-text;version=1.0.0,*/*;q=0", "application/openmetrics-text"),
+            ("text/plain;version=1.0.0;escaping=underscores", "text/plain; version=1.0.0"),
+        ],
+    )
+    def test_encoder_for_prefers_text_0_0_4_when_allowed(
+        self, accept: str, content_type: str
+    ) -> None:
+        """Given an Accept header, when the encoder is chosen, then it is the text format
+        0.0.4 whenever the header admits it (any q above 0), else what prometheus-client
+        chooses (OpenMetrics for a client that asks only for it)."""
+        # Arrange
+        registry = CollectorRegistry()
+        register_build_info(registry)
+        # Act
+        encoder, chosen = encoder_for(accept)
+        body = encoder(registry).decode()
+        # Assert
+        assert chosen.startswith(content_type)
+        assert body.rstrip().endswith("# EOF") == chosen.startswith("application/openmetrics")

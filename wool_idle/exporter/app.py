@@ -22,9 +22,9 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
-from wool_idle.exporter.probe import Prober, ProbeResult
+from wool_idle.exporter.probe import AdhocProbesBusy, Prober, ProbeResult
 from wool_idle.exporter.probe_debug import debug_probe
-from wool_idle.exporter.reload import reload_handler
+from wool_idle.exporter.reload import Reloads, reload_handler
 from wool_idle.exporter.sd import add_sd_route
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.app import Landing, create_base_app
@@ -41,7 +41,8 @@ class ExporterSettings:
     timeout: float = 5.0
     """Upper bound of one worker's idle RPC, and of a scrape without the header."""
     timeout_offset: float = 0.5
-    """Subtracted from Prometheus's scrape timeout so the response arrives in time."""
+    """Subtracted from Prometheus's scrape timeout so the response arrives in time;
+    never more than half of that timeout (``scrape_budget``)."""
 
 
 class _CollectorChain(Collector):
@@ -56,7 +57,12 @@ class _CollectorChain(Collector):
 
 
 def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
-    """Seconds this scrape may spend: ``timeout``, or less if Prometheus says so."""
+    """Seconds this scrape may spend: ``timeout``, or less if Prometheus says so.
+
+    Prometheus's announced scrape timeout less ``timeout_offset``, where the offset
+    takes at most half of the announced timeout: a short ``scrape_timeout`` (at or
+    below the offset) still leaves the workers half of it, never nothing.
+    """
     header = request.headers.get(SCRAPE_TIMEOUT_HEADER)
     try:
         announced = float(header) if header is not None else math.inf
@@ -64,7 +70,8 @@ def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
         announced = math.inf
     if not math.isfinite(announced) or announced <= 0:
         return settings.timeout
-    return max(0.001, min(settings.timeout, announced - settings.timeout_offset))
+    offset = min(settings.timeout_offset, announced / 2)
+    return min(settings.timeout, announced - offset)
 
 
 def process_registry() -> CollectorRegistry:
@@ -76,11 +83,17 @@ def process_registry() -> CollectorRegistry:
 
 
 def create_app(
-    targets: TargetSet, prober: Prober, registry: CollectorRegistry, settings: ExporterSettings
+    targets: TargetSet,
+    prober: Prober,
+    registry: CollectorRegistry,
+    settings: ExporterSettings,
+    reloads: Reloads | None = None,
 ) -> web.Application:
     """The exporter application; ``registry`` holds the process-wide collectors
-    (process, platform) and gets the exporter's own collector added."""
+    (process, platform) and gets the exporter's own collector added. ``reloads``
+    are the re-reads ``POST /-/reload`` shares with SIGHUP (new ones if None)."""
     registry.register(ExporterCollector(prober, targets))
+    prober.configure(targets.all())
     landing = Landing(
         title="wool-idle exporter",
         links=("/metrics", "/sd"),
@@ -100,19 +113,24 @@ def create_app(
             address = parse_address(raw)
         except ValueError as error:
             raise web.HTTPBadRequest(text=f"{error}\n") from None
-        target = targets.get(address) or Target(address)
+        prober.configure(targets.all())  # the same list until the targets change
+        configured = targets.get(address)
+        target = configured or Target(address)
         budget = scrape_budget(request, settings)
-        if request.query.get("debug") == "true":
-            return await debug_probe(
-                prober, target, budget, configured=targets.get(address) is not None
-            )
-        result = await prober.probe_adhoc(target, time.monotonic() + budget)
+        try:
+            if request.query.get("debug") == "true":
+                return await debug_probe(prober, target, budget, configured=configured is not None)
+            result = await prober.probe_adhoc(target, time.monotonic() + budget)
+        except AdhocProbesBusy as error:
+            raise web.HTTPServiceUnavailable(
+                text=f"too many probes of unconfigured targets in flight ({error})\n"
+            ) from None
         return render_metrics(request, ProbeCollector([result]))
 
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/probe", probe)
     add_sd_route(app, targets)
-    app.router.add_post("/-/reload", reload_handler(targets))
+    app.router.add_post("/-/reload", reload_handler(reloads or Reloads(targets)))
     return app
 
 

@@ -25,8 +25,16 @@ from wool_idle.discovery.follow import WoolMissing, require_wool
 from wool_idle.discovery.lan import restrict_zeroconf
 from wool_idle.discovery.spec import DiscoveryKind
 from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.connections import ConnectionCache
 from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
 from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.reload import Reloads
+from wool_idle.exporter.runtime import (
+    log_repeating_errors_once,
+    raise_open_files_limit,
+    settle_garbage_collector,
+    warn_if_few_open_files,
+)
 from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.config import WebConfig
@@ -63,9 +71,16 @@ def register(root: Parser) -> None:
     scrape.add(
         "--timeout-offset",
         DURATION,
-        "subtracted from Prometheus's X-Prometheus-Scrape-Timeout-Seconds",
+        "subtracted from Prometheus's X-Prometheus-Scrape-Timeout-Seconds "
+        "(never more than half of it)",
     )
-    scrape.add("--concurrency", whole_number(1), "idle RPCs in flight at once")
+    scrape.add("--concurrency", whole_number(1), "idle RPCs in flight at once in a fan-out")
+    scrape.add(
+        "--probe.adhoc-limit",
+        whole_number(1),
+        "how many /probe targets that are not configured stay connected (least recently "
+        "used closed first), and may be probed at once (beyond it: 503)",
+    )
     add_client_tls_flags(parser)
     add_web_flags(parser)
     add_log_flags(parser)
@@ -131,7 +146,13 @@ async def _serve(
     tls: ClientTls | None,
     web: WebConfig,
 ) -> int:
-    prober = Prober(tls=tls, timeout=settings.timeout, concurrency=daemon.concurrency)
+    connections = ConnectionCache(tls=tls, adhoc_limit=daemon.probe_adhoc_limit)
+    prober = Prober(
+        tls=tls,
+        timeout=settings.timeout,
+        concurrency=daemon.concurrency,
+        connections=connections,
+    )
     registry = process_registry()
     register_build_info(registry)
     discovered = DiscoveredTargets(
@@ -139,23 +160,21 @@ async def _serve(
     )
     if discovered.followers:
         registry.register(DiscoveryCollector(discovered.followers))
-    app = create_app(targets, prober, registry, settings)
+    reloads = Reloads(targets)
+    app = create_app(targets, prober, registry, settings, reloads)
     stopped = asyncio.Event()
     refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))
     following = asyncio.ensure_future(discovered.run())
-    reloads: set[asyncio.Future[bool]] = set()
-
-    def reload() -> None:
-        """Re-read the targets file off the event loop (SIGHUP)."""
-        task = asyncio.ensure_future(targets.refresh(force=True))
-        reloads.add(task)
-        task.add_done_callback(reloads.discard)
-
+    open_files, _ = raise_open_files_limit()
+    warn_if_few_open_files(open_files, len(targets.all()) + daemon.probe_adhoc_limit)
+    log_repeating_errors_once()
+    settle_garbage_collector()
     specs = ", ".join(str(f) for f in discovered.followers)
     log.info(
-        "exporter scraping %d targets%s",
+        "exporter scraping %d targets%s (open files limit %d)",
         len(targets.all()),
         f" and the workers of {specs}" if specs else "",
+        open_files,
     )
     try:
         return await serve_until_signal(
@@ -163,9 +182,10 @@ async def _serve(
             serve_app(app, daemon.web_listen_address, web, path="/metrics"),
             stopped.wait,
             stop=stopped.set,
-            reload=reload,
+            reload=reloads.request,
         )
     finally:
+        await reloads.close()
         for task in (refresher, following):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,8 +1,9 @@
 """The exporter's one cache of connections to workers.
 
-A configured target keeps its connection while it is configured (``keep``),
-so every scrape reuses an open channel. A target only ``/probe`` asked about
-is ad hoc: at most ``adhoc_limit`` of those stay open (least recently used
+The configured set (``keep``: the exporter's targets, set when they load or
+change) keeps its connections while configured, so every scrape and every
+``/probe`` of a configured target reuses an open channel. A target only
+``/probe`` asked about is ad hoc: at most ``adhoc_limit`` of those stay open (least recently used
 goes first), each for ``adhoc_ttl`` after its last use, and one whose probe
 found the worker down is closed at once, so no channel keeps reconnecting in
 the background to an address nobody asks about again.
@@ -22,8 +23,10 @@ from typing import Final
 
 from wool_idle.worker import ClientTls, WorkerConnection
 
-ADHOC_LIMIT: Final = 256
-"""Connections kept open for targets that only ``/probe`` asked about."""
+ADHOC_LIMIT: Final = 10_000
+"""Connections kept open for targets that only ``/probe`` asked about (the default of
+``--probe.adhoc-limit``): above a shard's worth of workers, so a Prometheus probing
+its own list of workers reuses channels instead of opening one per probe."""
 ADHOC_TTL: Final = 300.0
 """Seconds such a connection is kept after its last use."""
 
@@ -32,6 +35,11 @@ CHANNEL_OPTIONS: Final = (
     # (grpc.min_reconnect_backoff_ms is left alone: it is also the connect timeout.)
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # An idle reply is 9 bytes: no bandwidth-delay probing pings to size flow-control
+    # windows, and no retry machinery (a failed idle call is that scrape's answer;
+    # the next scrape asks again).
+    ("grpc.http2.bdp_probe", 0),
+    ("grpc.enable_retries", 0),
 )
 
 Connect = Callable[[str, ClientTls | None], WorkerConnection]
@@ -69,6 +77,7 @@ class ConnectionCache:
         self.adhoc_limit = adhoc_limit
         self.adhoc_ttl = adhoc_ttl
         self._leases: dict[str, Lease] = {}
+        self._configured: frozenset[str] = frozenset()
         self._adhoc: OrderedDict[str, Lease] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -76,14 +85,18 @@ class ConnectionCache:
         """The addresses that have a connection in the cache."""
         return set(self._leases)
 
+    def configured(self, address: str) -> bool:
+        """Whether ``address`` is in the configured set (its lease is never ad hoc)."""
+        return address in self._configured
+
     def lease(self, address: str, *, adhoc: bool = False, plaintext: bool = False) -> Lease:
         """The connection to ``address`` for one call; give it back with ``release``.
 
         An ``adhoc`` lease (``/probe``) of an address outside the configured set
-        counts against the ad-hoc limit; any other lease makes the address part
-        of the configured set. A ``plaintext`` lease connects without TLS even
-        when ``tls`` is set; asking for the other kind than the open connection's
-        replaces it.
+        counts against the ad-hoc limit; any other lease, and an ``adhoc`` one of a
+        configured address, holds a configured connection. A ``plaintext`` lease
+        connects without TLS even when ``tls`` is set; asking for the other kind
+        than the open connection's replaces it.
         """
         plaintext = plaintext and self.tls is not None  # no TLS at all: one kind only
         found = self._leases.get(address)
@@ -92,7 +105,8 @@ class ConnectionCache:
             found = None
         if found is None:
             tls = None if plaintext else self.tls
-            found = Lease(address, self._connect(address, tls), plaintext, configured=not adhoc)
+            configured = not adhoc or address in self._configured
+            found = Lease(address, self._connect(address, tls), plaintext, configured=configured)
             self._leases[address] = found
         elif not found.configured and not adhoc:
             self._configure(found)
@@ -119,7 +133,7 @@ class ConnectionCache:
     def keep(self, addresses: Iterable[str]) -> None:
         """Make ``addresses`` the configured set: retire the connections of those
         that left it (each once its calls are done); ad-hoc ones that joined it stay."""
-        wanted = set(addresses)
+        wanted = self._configured = frozenset(addresses)
         for lease in list(self._leases.values()):
             if lease.address not in wanted:
                 if lease.configured:

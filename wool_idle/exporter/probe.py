@@ -26,7 +26,7 @@ from wool_idle.exporter.outcome import (
 from wool_idle.exporter.targets import Target
 from wool_idle.worker import ClientTls
 
-__all__ = ["ErrorReason", "Listener", "ProbeResult", "Prober"]
+__all__ = ["AdhocProbesBusy", "ErrorReason", "Listener", "ProbeResult", "Prober"]
 """``ErrorReason`` and ``ProbeResult`` live in ``outcome``; they are named here too
 because callers of the prober read them."""
 
@@ -36,9 +36,16 @@ Listener = Callable[[Sequence[ProbeResult], float | None], None]
 """Told of every probe's result: a fan-out's with its duration, a ``/probe``'s with None."""
 
 
+class AdhocProbesBusy(Exception):
+    """``probe_adhoc`` refused: the cache's ad-hoc limit of probes of targets outside
+    the configured set are already in flight."""
+
+
 class Prober:
-    """Probes targets over the connections of one ``ConnectionCache``, with bounded
-    concurrency. Concurrent fan-outs share the one in flight (``coalesce``).
+    """Probes targets over the connections of one ``ConnectionCache``. A fan-out has
+    at most ``concurrency`` calls in flight, and concurrent fan-outs share the one in
+    flight (``coalesce``); probes of unconfigured targets in flight are at most the
+    cache's ad-hoc limit (beyond it, ``AdhocProbesBusy``: never queued).
 
     The prober keeps no metrics: ``subscribe`` a listener to count results.
     ``last`` holds the latest fan-out's result per configured target.
@@ -55,7 +62,8 @@ class Prober:
         self.timeout = timeout
         self.connections = connections or ConnectionCache(tls=tls)
         self.last: dict[str, ProbeResult] = {}
-        self._semaphore = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self._adhoc_in_flight = 0
         self._rounds = Coalescer(self._run)
         self._listeners: list[Listener] = []
         self._configured: Sequence[Target] | None = None
@@ -65,16 +73,39 @@ class Prober:
         """Call ``listener`` with the results of every fan-out and ``/probe``."""
         self._listeners.append(listener)
 
+    def configure(self, targets: Sequence[Target]) -> None:
+        """Make ``targets`` the configured set (``ConnectionCache.keep``), at once and
+        only when it is another sequence than last time: connections of targets that
+        left the set close once no call uses them."""
+        if targets is not self._configured:
+            self.connections.keep(target.address for target in targets)
+            self._configured = targets
+
     async def fan_out(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
-        """Probe ``targets`` (the configured set) within ``budget`` seconds, sharing
-        a fan-out in flight. Connections of targets that left the set close once
-        no call uses them."""
+        """Probe ``targets`` (made the configured set) within ``budget`` seconds,
+        sharing a fan-out in flight."""
+        self.configure(targets)
         return await self._rounds(targets, budget)
 
     async def probe_adhoc(self, target: Target, deadline: float) -> ProbeResult:
         """``probe`` for ``/probe``: the configured set is left as it is, and a
-        connection opened for an unconfigured target is ad hoc (see ``connections``)."""
-        result = await self.probe(target, deadline, adhoc=True)
+        connection opened for an unconfigured target is ad hoc (see ``connections``).
+        ``AdhocProbesBusy`` if the target is unconfigured and the ad-hoc limit of
+        such probes is in flight."""
+        if self.connections.configured(target.address):
+            result = await self.probe(target, deadline, adhoc=True)
+        elif self._adhoc_in_flight >= self.connections.adhoc_limit:
+            busy = AdhocProbesBusy(f"{self._adhoc_in_flight} probes of unconfigured targets")
+            if AdhocProbesBusy not in self._logged:
+                self._logged.add(AdhocProbesBusy)
+                log.warning("/probe answers 503 beyond %s in flight (--probe.adhoc-limit)", busy)
+            raise busy
+        else:
+            self._adhoc_in_flight += 1
+            try:
+                result = await self.probe(target, deadline, adhoc=True)
+            finally:
+                self._adhoc_in_flight -= 1
         self._announce([result], None)
         return result
 
@@ -83,18 +114,20 @@ class Prober:
         await self.connections.close()
 
     async def _run(self, targets: Sequence[Target], budget: float, results: Results) -> None:
+        """One round: ``concurrency`` lanes take the targets in turn from one iterator
+        (no task per target), each filling in its target's result as it comes."""
         started = time.monotonic()
-        if targets is not self._configured:
-            self.connections.keep(target.address for target in targets)
-            self._configured = targets
         deadline = started + budget
-        await asyncio.gather(*(self._bounded(t, deadline, results) for t in targets))
+        pending = iter(targets)
+        probe = self.probe
+
+        async def lane() -> None:
+            for target in pending:
+                results[target.address] = await probe(target, deadline)
+
+        await asyncio.gather(*(lane() for _ in range(min(self.concurrency, len(targets)))))
         self.last = dict(results)
         self._announce(list(results.values()), time.monotonic() - started)
-
-    async def _bounded(self, target: Target, deadline: float, results: Results) -> None:
-        async with self._semaphore:
-            results[target.address] = await self.probe(target, deadline)
 
     async def probe(self, target: Target, deadline: float, *, adhoc: bool = False) -> ProbeResult:
         """Ask one target for its idle time, giving up at ``deadline`` (monotonic).

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from wool_idle.discovery.follow import DEFAULT_POLL_INTERVAL
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.connections import ADHOC_LIMIT
 from wool_idle.web.site import EXPORTER_LISTEN
 
 
@@ -30,4 +31,7 @@ class DaemonSettings:
     wool_discovery_lan_interface: tuple[str, ...] = ()
     """IP addresses of the interfaces ``lan`` discoveries use (default: all)."""
     concurrency: int = 256
-    """Idle RPCs in flight at once."""
+    """Idle RPCs in flight at once in a fan-out."""
+    probe_adhoc_limit: int = ADHOC_LIMIT
+    """Targets outside the configured set that ``/probe`` keeps a connection to, and
+    probes of such targets in flight at once (beyond it ``/probe`` answers 503)."""

@@ -1,0 +1,131 @@
+"""What the exporter sets on its process at start-up."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import resource
+
+import pytest
+
+from wool_idle.exporter.runtime import (
+    YOUNG_GENERATION,
+    OncePerKind,
+    raise_open_files_limit,
+    settle_garbage_collector,
+    warn_if_few_open_files,
+)
+
+
+class Collected(logging.Handler):
+    """Keeps the records that pass its filters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def accept_failure(logger: logging.Logger, fd: int) -> None:
+    """What asyncio's default exception handler logs when accept() runs out of files."""
+    try:
+        raise OSError(24, "Too many open files")
+    except OSError:
+        logger.error(
+            f"socket.accept() out of system resource\nsocket: <socket fd={fd}>", exc_info=True
+        )
+
+
+class TestOncePerKind:
+    def test_filter_passes_first_of_each_kind_only(self) -> None:
+        """Given the filter for asyncio on a handler, when asyncio logs the same accept
+        failure for 100 sockets, another error twice, and another logger logs twice,
+        then the handler gets the first accept failure with its traceback, the other
+        error once, and both records of the other logger."""
+        # Arrange
+        handler = Collected()
+        handler.addFilter(OncePerKind(("asyncio",)))
+        noisy, other = logging.getLogger("asyncio.test"), logging.getLogger("wool_idle.test")
+        for logger in (noisy, other):
+            logger.addHandler(handler)
+            logger.propagate = False
+        try:
+            # Act
+            for fd in range(100):
+                accept_failure(noisy, fd)
+            noisy.error("Task exception was never retrieved")
+            noisy.error("Task exception was never retrieved")
+            other.error("a decision")
+            other.error("a decision")
+        finally:
+            for logger in (noisy, other):
+                logger.removeHandler(handler)
+                logger.propagate = True
+        # Assert
+        messages = [(r.name, r.getMessage().split("\n")[0]) for r in handler.records]
+        assert messages == [
+            ("asyncio.test", "socket.accept() out of system resource"),
+            ("asyncio.test", "Task exception was never retrieved"),
+            ("wool_idle.test", "a decision"),
+            ("wool_idle.test", "a decision"),
+        ]
+        assert handler.records[0].exc_info is not None
+
+
+class TestSettleGarbageCollector:
+    def test_settle_freezes_and_widens_young_generation(self) -> None:
+        """Given the interpreter's collector, when settled, then start-up objects are
+        frozen and the youngest generation's threshold is YOUNG_GENERATION, the older
+        ones as they were."""
+        # Arrange
+        before = gc.get_threshold()
+        try:
+            # Act
+            settle_garbage_collector()
+            frozen, threshold = gc.get_freeze_count(), gc.get_threshold()
+        finally:
+            gc.unfreeze()
+            gc.set_threshold(*before)
+        # Assert
+        assert frozen > 0
+        assert threshold == (YOUNG_GENERATION, before[1], before[2])
+
+
+class TestRaiseOpenFilesLimit:
+    def test_raise_sets_soft_to_hard(self) -> None:
+        """Given a soft limit on open files below the hard one, when raised, then the
+        soft limit is the hard limit."""
+        # Arrange
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard <= 64:
+            pytest.fail(f"this machine's hard limit {hard} leaves nothing to raise")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        try:
+            # Act
+            reported = raise_open_files_limit()
+            now = resource.getrlimit(resource.RLIMIT_NOFILE)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        # Assert
+        assert reported == now == (hard, hard)
+
+
+class TestWarnIfFewOpenFiles:
+    @pytest.mark.parametrize(
+        ("limit", "connections", "warned"),
+        [(1024, 10_000, True), (1024, 1000, True), (20_000, 10_000, False), (1024, 100, False)],
+    )
+    def test_warn_when_connections_do_not_fit(
+        self, limit: int, connections: int, warned: bool, caplog
+    ) -> None:
+        """Given an open-files limit and the worker connections the exporter may hold,
+        when checked, then a warning naming --probe.adhoc-limit exactly when they do
+        not fit beside the reserve."""
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.exporter"):
+            warn_if_few_open_files(limit, connections)
+        # Assert
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("--probe.adhoc-limit" in m for m in messages) == warned

@@ -1,0 +1,93 @@
+"""What the exporter sets on its process once it has started: it holds a connection
+per worker, so it needs descriptors, a garbage collector that does not rescan
+its start-up objects, and errors that may repeat per connection logged once.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import resource
+from typing import Final
+
+log = logging.getLogger("wool_idle.exporter")
+
+YOUNG_GENERATION: Final = 50_000
+"""Allocations between collections of the youngest generation (CPython's default is
+700): a scrape over thousands of workers allocates per worker, and without cycles."""
+RESERVED_FILES: Final = 128
+"""Descriptors for everything but connections to workers: listening sockets, the
+scrapers' HTTP connections, files, gRPC's own."""
+REPEATING_LOGGERS: Final = ("asyncio", "grpc")
+"""Loggers whose errors can repeat per connection: asyncio's ``accept()`` failures
+(every pending connection when descriptors run out), gRPC's own."""
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard limit (as Go programs such as
+    Prometheus and blackbox_exporter do); return the (soft, hard) limits now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            return soft, hard
+    return hard, hard
+
+
+def warn_if_few_open_files(limit: int, connections: int) -> None:
+    """Log a warning when ``limit`` open files cannot hold ``connections`` connections to
+    workers (a descriptor each) beside ``RESERVED_FILES``."""
+    needed = connections + RESERVED_FILES
+    if limit < needed:
+        log.warning(
+            "open files limit %d is below the %d that %d worker connections need (the "
+            "targets and --probe.adhoc-limit): raise it (systemd LimitNOFILE) or lower "
+            "--probe.adhoc-limit, or /metrics may fail to connect under /probe load",
+            limit,
+            needed,
+            connections,
+        )
+
+
+def settle_garbage_collector() -> None:
+    """Freeze what start-up allocated (full collections skip it from now on) and
+    collect the youngest generation less often."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_GENERATION, older, oldest)
+
+
+class OncePerKind(logging.Filter):
+    """Passes the first record of each kind (logger, first line of the message,
+    exception type) from the loggers named ``prefixes`` (and their children);
+    repeats only when the root logger logs at debug level. Records of other
+    loggers pass."""
+
+    MAX_KINDS: Final = 1000
+    """Kinds remembered; beyond them every record of these loggers counts as a repeat."""
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+        self.seen: set[tuple[str, str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        if not any(name == p or name.startswith(f"{p}.") for p in self.prefixes):
+            return True
+        error = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
+        kind = (name, str(record.msg).split("\n", 1)[0], error)
+        if kind not in self.seen and len(self.seen) < self.MAX_KINDS:
+            self.seen.add(kind)
+            return True
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def log_repeating_errors_once() -> None:
+    """Add a ``OncePerKind`` filter for ``REPEATING_LOGGERS`` to the root logger's
+    handlers (call after logging is configured)."""
+    once = OncePerKind(REPEATING_LOGGERS)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(once)
