@@ -113,3 +113,22 @@ class TestPolicyPlanner:
             "localhost:7": Verdict.ALIAS,
         }
         assert [d.worker for d in stopped.stops] == ["127.0.0.1:7"]
+
+    async def test_plan_warns_once_of_a_group_label_no_worker_has(self, caplog) -> None:
+        """Given --group-by naming a label no reading has a value for (a misspelt
+        wool_tags), when planned twice, then one warning names it; when a worker then
+        carries it, a later absence warns again."""
+        # Arrange
+        planner = PolicyPlanner(PolicySettings(max_idle=60.0, group_by=("wool_tag", "pool")))
+        unlabelled = [Reading(A, 0.0, group=("", "a")), Reading(B, 0.0, group=("", "b"))]
+        labelled = [Reading(A, 0.0, group=("hot", "a"))]
+        # Act
+        await planner.plan(unlabelled, 0.0)
+        await planner.plan(unlabelled, 1.0)
+        first = caplog.text.count("--group-by wool_tag:")
+        await planner.plan(labelled, 2.0)
+        await planner.plan(unlabelled, 3.0)
+        # Assert
+        assert first == 1
+        assert caplog.text.count("--group-by wool_tag:") == 2
+        assert "--group-by pool" not in caplog.text

@@ -92,6 +92,7 @@ class TestReloads:
         targets.reload(force=True)
         reloads = Reloads(targets)
         caplog.set_level(logging.INFO, logger="wool_idle.exporter.targets")
+        caplog.clear()  # the load above is logged too when an earlier test left INFO on
         # Act
         first = reloads.request()
         await asyncio.sleep(0)

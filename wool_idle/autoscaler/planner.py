@@ -12,6 +12,7 @@ floor nor uses a stop). Labels that resolve to one worker are given one
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -28,6 +29,8 @@ from wool_idle.autoscaler.policy import (
 )
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.worker.address import parse_address
+
+log = logging.getLogger("wool_idle.autoscaler")
 
 
 class Planner(Protocol):
@@ -52,11 +55,13 @@ class PolicyPlanner:
         self._addressable: dict[str, bool] = {}
         self._resolved: Mapping[str, Endpoints] = {}
         self._shared: dict[str, str] = {}
+        self._empty_group_labels: frozenset[str] = frozenset()
 
     async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
         """Every worker's decision; the address checks and the policy run on a thread,
         so a large fleet never holds up the event loop."""
         addressable = await asyncio.to_thread(self._check_addresses, readings)
+        self._warn_of_empty_group_labels(readings)
         resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
         if resolved is not self._resolved:  # the same answers as last cycle: the same identities
             self._resolved, self._shared = resolved, identities(resolved)
@@ -95,6 +100,24 @@ class PolicyPlanner:
             for r in readings
         }
         return self._addressable
+
+    def _warn_of_empty_group_labels(self, readings: Sequence[Reading]) -> None:
+        """Warn, once until it changes, of each ``--group-by`` label no reading has a
+        value for (a misspelt label puts every worker in one group: the floor is then
+        fleet-wide)."""
+        group_by = self.settings.group_by
+        empty = frozenset(
+            label
+            for i, label in enumerate(group_by)
+            if readings and not any(r.group[i] for r in readings if len(r.group) > i)
+        )
+        for label in sorted(empty - self._empty_group_labels):
+            log.warning(
+                "--group-by %s: no worker has a value for this label, so every worker is "
+                "in one group for it (is it spelt as in the series?)",
+                label,
+            )
+        self._empty_group_labels = empty
 
 
 def _is_address(worker: str) -> bool:

@@ -11,7 +11,7 @@ namespace): the namespace's records are read from its shared memory and the
 workers whose address is the stopped worker's are found by uid; then
 ``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for each (under the
 namespace's file lock, waited for at most ``lock_timeout``); then the
-namespace's notify file is truncated, which wakes wool's notification-only
+namespace's notify file is truncated (never through a link), which wakes wool's notification-only
 subscribers (wool's own default clients: the touch wool makes arrives as an
 event they ignore). Nothing here raises but cancellation: every failure is a
 ``DropResult``, logged once.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import struct
 import tempfile
 import uuid
@@ -118,10 +119,25 @@ async def drop_in(namespace: str, address: str, *, lock_timeout: float) -> DropR
             dropped = wool.WorkerMetadata(uid=uid, address="", pid=0, version="")
             await publisher.publish("worker-dropped", dropped)
     try:
-        os.truncate(notify_path(namespace), 0)
+        wake_subscribers(notify_path(namespace))
     except OSError as error:  # the drop stands; default wool clients notice it later
         log.warning("namespace %s: cannot wake its subscribers: %s", namespace, error)
     return DropResult.PUBLISHED
+
+
+def wake_subscribers(notify: Path) -> None:
+    """Truncate ``notify`` (a modification wool's subscribers see), only if it is
+    what wool makes: a regular file with one link, not a symlink. Anyone may
+    create ``/tmp/wool-<namespace>`` first, so anything else there could be a
+    planted link to a file of ours: ``OSError``, nothing written."""
+    fd = os.open(notify, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
+            raise OSError(f"{notify} is not a regular file with one link; left alone")
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
 
 
 class Dropper:
