@@ -43,6 +43,7 @@ from wool_idle.web.yaml_fields import (
     fields,
     is_null,
     join,
+    load_config_file,
     parse_document,
     text,
 )
@@ -123,11 +124,7 @@ class HttpClientConfig:
 
 def load_client_config(path: str) -> HttpClientConfig:
     """Read and validate ``path``; ``ClientConfigError`` names the key that is wrong."""
-    try:
-        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ClientConfigError(f"cannot read {path!r}: {error}") from None
-    return parse_client_config(content, Path(path).resolve().parent)
+    return load_config_file(path, parse_client_config, ClientConfigError)
 
 
 def parse_client_config(content: str, base: Path) -> HttpClientConfig:

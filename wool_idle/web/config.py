@@ -36,7 +36,6 @@ from typing import Final
 
 import bcrypt
 
-from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.server_tls import server_tls_context
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
@@ -45,6 +44,7 @@ from wool_idle.web.yaml_fields import (
     entries,
     error_at,
     fields,
+    load_config_file,
     parse_document,
     text,
     text_map,
@@ -82,11 +82,7 @@ class WebConfig:
 
 def load_web_config(path: str) -> WebConfig:
     """Read and validate ``path``; ``WebConfigError`` names what is wrong."""
-    try:
-        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise WebConfigError(f"cannot read {path!r}: {error}") from None
-    return parse_web_config(content, Path(path).resolve().parent)
+    return load_config_file(path, parse_web_config, WebConfigError)
 
 
 def parse_web_config(content: str, base: Path) -> WebConfig:

@@ -14,10 +14,13 @@ Every error names the line and the key's path (``tls_config.ca_file``).
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Final
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Final, TypeVar
 
 import yaml
+
+from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 
 Node = yaml.Node
 NULL_TAG: Final = "tag:yaml.org,2002:null"
@@ -32,6 +35,21 @@ FALSE_WORDS: Final = frozenset(
 
 class ConfigFileError(ValueError):
     """A configuration file is not valid; the message names the line and the key."""
+
+
+Parsed = TypeVar("Parsed")
+
+
+def load_config_file(
+    path: str, parse: Callable[[str, Path], Parsed], error: type[ValueError]
+) -> Parsed:
+    """``parse`` the file at ``path`` (a bounded regular file, UTF-8) with its
+    directory as the base of relative paths; ``error`` if it cannot be read."""
+    try:
+        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as reason:
+        raise error(f"cannot read {path!r}: {reason}") from None
+    return parse(content, Path(path).resolve().parent)
 
 
 def parse_document(text: str) -> Node | None:
