@@ -13,13 +13,14 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from support.fleet import ExporterProcess, Fleet
+from support.generic_server import serve_worker_methods
 
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import ExporterSource, Source
 from wool_idle.discovery.drop import Dropper
-from wool_idle.proto import SERVICE, StopRequest, Void
+from wool_idle.proto import StopRequest, Void
 
 UNDECODABLE: bytes = b"\xff\xff\xff\xff"
 """Bytes that no protobuf message decodes from (a truncated varint tag)."""
@@ -122,13 +123,7 @@ class UndecodableWorker:
                 response_serializer=Void.SerializeToString,
             ),
         }
-        self._server = grpc.aio.server()
-        self._server.add_generic_rpc_handlers(
-            [grpc.method_handlers_generic_handler(SERVICE, methods)]
-        )
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        await self._server.start()
-        self.address = f"127.0.0.1:{port}"
+        self._server, self.address = await serve_worker_methods(methods)
         return self.address
 
 

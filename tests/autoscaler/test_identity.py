@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.clock import Clock
 
 from wool_idle.autoscaler import identity
 from wool_idle.autoscaler.identity import LOOKUP_THREADS, AddressResolver, identities
@@ -28,14 +29,6 @@ def bound_socket(path: Path) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))
     return sock
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

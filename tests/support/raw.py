@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from wool_idle.proto import SERVICE
+from support.generic_server import serve_worker_methods
 
 UNDECODABLE = b"\xff\xff"
 """Bytes that no message of worker.proto parses (a truncated field)."""
@@ -50,13 +50,7 @@ class RawWorker:
             "stop": grpc.unary_unary_rpc_method_handler(self._unary, **unary),
             "dispatch": grpc.stream_stream_rpc_method_handler(self._dispatch, **unary),
         }
-        self._server = grpc.aio.server()
-        self._server.add_generic_rpc_handlers(
-            [grpc.method_handlers_generic_handler(SERVICE, methods)]
-        )
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        await self._server.start()
-        self.address = f"127.0.0.1:{port}"
+        self._server, self.address = await serve_worker_methods(methods)
         return self.address
 
     async def __aenter__(self) -> RawWorker:

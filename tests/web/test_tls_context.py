@@ -12,19 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.clock import Clock
 from support.https import presented_serial
 from support.tls import CertFiles, issue
 
 from wool_idle.web.tls_context import ReloadingContext
 from wool_idle.web.yaml_fields import ConfigFileError
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
