@@ -134,11 +134,6 @@ class TargetSet:
         return self._static
 
     @property
-    def file_targets(self) -> tuple[Target, ...]:
-        """The targets of the file's last good content."""
-        return self._file_targets
-
-    @property
     def discovered(self) -> tuple[Target, ...]:
         """The targets of the followed wool discoveries."""
         return self._discovered
