@@ -129,11 +129,6 @@ class TargetSet:
         self._index()
 
     @property
-    def static(self) -> tuple[Target, ...]:
-        """The targets given on the command line."""
-        return self._static
-
-    @property
     def discovered(self) -> tuple[Target, ...]:
         """The targets of the followed wool discoveries."""
         return self._discovered
