@@ -2,8 +2,7 @@
 
 Every file wool-idle reads on an operator's word (PEM files, the web config,
 the HTTP client config and its secret files, the targets file) is read through
-``read_regular_file``, so that none of them
-can hang or exhaust the process:
+``read_regular_file``, so that none of them can hang or exhaust the process:
 
 - the file is opened with ``O_NONBLOCK``, so opening a FIFO returns at once
   instead of waiting for a writer;
