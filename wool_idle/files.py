@@ -1,8 +1,8 @@
 """Reading the files an operator names: regular files only, and bounded.
 
 Every file wool-idle reads on an operator's word (PEM files, the web config,
-the targets file) is read through ``read_regular_file``, so that none of them
-can hang or exhaust the process:
+the HTTP client config and its secret files, the targets file) is read through
+``read_regular_file``, so that none of them can hang or exhaust the process:
 
 - the file is opened with ``O_NONBLOCK``, so opening a FIFO returns at once
   instead of waiting for a writer;
@@ -23,7 +23,8 @@ from typing import Final
 
 MIB: Final = 1024 * 1024
 CONFIG_FILE_LIMIT: Final = 16 * MIB
-"""The largest web config or PEM file read (real ones are a few kB)."""
+"""The largest web or HTTP client config, secret or PEM file read (real ones are a
+few kB)."""
 TARGETS_FILE_LIMIT: Final = 64 * MIB
 """The largest targets (file_sd) file read: about half a million targets."""
 _CHUNK: Final = 1024 * 1024

@@ -1,5 +1,5 @@
 """How the autoscaler process reads its source and runs its cycles. (The rule
-is ``policy.PolicySettings``; how a stop is made, ``daemon.ActionSettings``.)
+is ``policy.PolicySettings``; how a stop is made, ``actuator.ActionSettings``.)
 The command line reads its defaults from here."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class SourceSettings:
     prometheus_url: str | None = None
     """A Prometheus server's base URL, queried through its HTTP API."""
     selector: tuple[Selector, ...] = ()
-    """Only workers whose series carry every ``label=value``."""
+    """Only workers whose series match every selector (``=``, ``!=``, ``=~``, ``!~``)."""
     alert: str | None = None
     """With ``prometheus_url``: only workers for which this alert fires."""
     source_timeout: float = 10.0

@@ -63,7 +63,7 @@ class Verdict(StrEnum):
     a worker missing from a cycle's readings is new again when it comes back."""
     MIN_WORKERS = _blocking("min_workers")
     """Stopping it would leave its group (the whole fleet without ``group_by``) with
-    fewer than ``min_workers`` up workers."""
+    fewer than ``min_workers`` workers known alive (see ``floor``)."""
     RATE_LIMIT = _blocking("rate_limit")
     """More workers of its group are due than ``max_stops_per_cycle``; longer idle
     ones go first."""

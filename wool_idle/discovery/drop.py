@@ -13,8 +13,8 @@ workers whose address is the stopped worker's are found by uid; then
 namespace's file lock, waited for at most ``lock_timeout``); then the
 namespace's notify file is truncated (never through a link), which wakes wool's notification-only
 subscribers (wool's own default clients: the touch wool makes arrives as an
-event they ignore). Nothing here raises but cancellation: every failure is a
-``DropResult``, logged once.
+event they ignore). ``Dropper.drop`` raises nothing but cancellation: every
+failure is a ``DropResult``, logged once (the functions it calls raise).
 
 It reads wool 0.15's layout through wool's own private helpers (a segment of
 16-byte worker uids after a 16-byte header; one block per worker holding a

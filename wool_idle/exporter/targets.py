@@ -129,16 +129,6 @@ class TargetSet:
         self._index()
 
     @property
-    def static(self) -> tuple[Target, ...]:
-        """The targets given on the command line."""
-        return self._static
-
-    @property
-    def file_targets(self) -> tuple[Target, ...]:
-        """The targets of the file's last good content."""
-        return self._file_targets
-
-    @property
     def discovered(self) -> tuple[Target, ...]:
         """The targets of the followed wool discoveries."""
         return self._discovered
