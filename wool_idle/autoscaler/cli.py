@@ -87,7 +87,9 @@ def register(root: Parser) -> None:
     policy.add("--max-idle", POSITIVE_DURATION, "retire workers idle at least this long")
     policy.add("--wait-count", whole_number(1), "cycles in a row a worker must be idle past it")
     policy.add(
-        "--min-workers", whole_number(0), "never fewer up workers per group (0: scale to zero)"
+        "--min-workers",
+        whole_number(0),
+        "never fewer workers known alive per group (0: scale to zero)",
     )
     policy.add("--max-stops-per-cycle", whole_number(1), "stops per cycle and group at most")
     policy.add(
@@ -103,7 +105,11 @@ def register(root: Parser) -> None:
         "never stop a worker this autoscaler first saw less than this ago (after a restart "
         "every worker is new again)",
     )
-    policy.add("--cooldown", DURATION, "how long a worker that refused a stop is left alone")
+    policy.add(
+        "--cooldown",
+        DURATION,
+        "how long a worker is left alone after a stop that did not go through",
+    )
     policy.add("--max-staleness", POSITIVE_DURATION, "ignore idle samples older than this")
     policy.add("--dry-run", None, "decide and report, but stop no one")
     stop = parser.section("stop", "how a retired worker is stopped")
