@@ -183,12 +183,12 @@ def _look_up(worker: str) -> Endpoints | None:
             return None
         real = os.path.realpath(path)
         try:
-            found = os.stat(real)
+            status = os.stat(real)
         except (OSError, ValueError):
             return None
-        if not stat.S_ISSOCK(found.st_mode):
+        if not stat.S_ISSOCK(status.st_mode):
             return None
-        return frozenset({UNIX_PREFIX + real, f"unix-inode:{found.st_dev}:{found.st_ino}"})
+        return frozenset({UNIX_PREFIX + real, f"unix-inode:{status.st_dev}:{status.st_ino}"})
     host, port = _host_port(worker)
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
