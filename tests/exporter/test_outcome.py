@@ -167,6 +167,17 @@ class TestClassify:
         )
 
 
+async def ask_idle(address: str) -> float | BaseException:
+    """What one idle call to ``address`` over a fresh connection answers or raises."""
+    connection = WorkerConnection(address)
+    try:
+        return await connection.idle_time(timeout=5.0)
+    except Exception as error:
+        return error
+    finally:
+        await connection.close()
+
+
 class TestClassifyOverGrpc:
     @pytest.mark.parametrize(
         ("fields", "up"),
@@ -197,14 +208,8 @@ class TestClassifyOverGrpc:
         answered."""
         # Arrange
         worker = await scripted(**fields)
-        connection = WorkerConnection(worker.address)
         # Act
-        try:
-            answer: float | BaseException = await connection.idle_time(timeout=5.0)
-        except Exception as error:
-            answer = error
-        finally:
-            await connection.close()
+        answer = await ask_idle(worker.address)
         # Assert
         assert classify(Target(worker.address), answer, 0.0).up is up
 
@@ -218,14 +223,8 @@ class TestClassifyOverGrpc:
         is not up and not a worker without the idle RPC (it would hold a floor)."""
         # Arrange
         async with PlainHttp2Server(status) as server:
-            connection = WorkerConnection(server.address)
             # Act
-            try:
-                answer: float | BaseException = await connection.idle_time(timeout=5.0)
-            except Exception as error:
-                answer = error
-            finally:
-                await connection.close()
+            answer = await ask_idle(server.address)
         result = classify(Target(server.address), answer, 0.0)
         # Assert
         assert (result.up, result.supported, result.error) == (False, False, ErrorReason.OTHER)
