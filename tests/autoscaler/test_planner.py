@@ -114,6 +114,27 @@ class TestPolicyPlanner:
         }
         assert [d.worker for d in stopped.stops] == ["127.0.0.1:7"]
 
+    async def test_plan_one_socket_under_two_real_paths_counts_once(self, tmp_path: Path) -> None:
+        """Given the only worker's socket read under two paths that are not links of
+        each other (a hard link, as a bind mount makes too: two real paths, one
+        socket), both idle, and a floor of 1, when planned, then it is not stopped:
+        the two labels are one worker (min_workers, and alias for the other)."""
+        # Arrange
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(tmp_path / "w.sock"))
+        listening.listen()
+        (tmp_path / "mounted.sock").hardlink_to(tmp_path / "w.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(tmp_path / "mounted.sock"))  # the same listener answers
+            listening.accept()[0].close()
+        labels = [f"unix:{tmp_path}/w.sock", f"unix:{tmp_path}/mounted.sock"]
+        floor = PolicySettings(max_idle=60.0, min_workers=1)
+        # Act
+        plan = await PolicyPlanner(floor).plan([Reading(w, 500.0) for w in labels], 0.0)
+        listening.close()
+        # Assert
+        assert sorted(d.verdict for d in plan.decisions) == [Verdict.ALIAS, Verdict.MIN_WORKERS]
+
     async def test_plan_warns_once_of_a_group_label_no_worker_has(self, caplog) -> None:
         """Given --group-by naming a label no reading has a value for (a misspelt
         wool_tags), when planned twice, then one warning names it; when a worker then

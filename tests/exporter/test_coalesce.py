@@ -77,3 +77,30 @@ class TestCoalescer:
         # Assert
         assert first.cancelled()
         assert [r.idle for r in answers] == [3.0, 3.0]
+
+    async def test_call_longer_budget_starts_its_own_round(self) -> None:
+        """Given a round in flight with a budget shorter than a new scrape's (a scraper
+        announcing a short timeout), when the scrape arrives, then it starts a round with
+        its own budget instead of joining the short one, and gets every result."""
+        # Arrange
+        runs: list[float] = []
+        release = asyncio.Event()
+
+        async def run(targets: Sequence[Target], budget: float, results: Results) -> None:
+            runs.append(budget)
+            if budget < 1.0:
+                await release.wait()  # the short round, still in flight
+                return
+            for target in targets:
+                results[target.address] = classify(target, 4.0, 0.0)
+
+        coalesce = Coalescer(run)
+        short = asyncio.ensure_future(coalesce(TARGETS, 0.01))
+        await asyncio.sleep(0)
+        # Act
+        answers = await coalesce(TARGETS, 5.0)
+        release.set()
+        await short
+        # Assert
+        assert runs == [0.01, 5.0]
+        assert [r.idle for r in answers] == [4.0, 4.0]

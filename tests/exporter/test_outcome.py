@@ -9,6 +9,7 @@ import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.http2 import PlainHttp2Server
 
 from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, TransientRpcError
@@ -166,6 +167,17 @@ class TestClassify:
         )
 
 
+async def ask_idle(address: str) -> float | BaseException:
+    """What one idle call to ``address`` over a fresh connection answers or raises."""
+    connection = WorkerConnection(address)
+    try:
+        return await connection.idle_time(timeout=5.0)
+    except Exception as error:
+        return error
+    finally:
+        await connection.close()
+
+
 class TestClassifyOverGrpc:
     @pytest.mark.parametrize(
         ("fields", "up"),
@@ -196,13 +208,23 @@ class TestClassifyOverGrpc:
         answered."""
         # Arrange
         worker = await scripted(**fields)
-        connection = WorkerConnection(worker.address)
         # Act
-        try:
-            answer: float | BaseException = await connection.idle_time(timeout=5.0)
-        except Exception as error:
-            answer = error
-        finally:
-            await connection.close()
+        answer = await ask_idle(worker.address)
         # Assert
         assert classify(Target(worker.address), answer, 0.0).up is up
+
+    @pytest.mark.parametrize("status", [404, 403, 401, 500])
+    async def test_classify_http_status_of_a_server_that_is_no_grpc_server(
+        self, status: int
+    ) -> None:
+        """Given an HTTP/2 server that is no gRPC server, answering every request with an
+        HTTP status and no gRPC status (404 is made UNIMPLEMENTED by gRPC's client, 403
+        PERMISSION_DENIED), when the idle call's outcome is classified, then the target
+        is not up and not a worker without the idle RPC (it would hold a floor)."""
+        # Arrange
+        async with PlainHttp2Server(status) as server:
+            # Act
+            answer = await ask_idle(server.address)
+        result = classify(Target(server.address), answer, 0.0)
+        # Assert
+        assert (result.up, result.supported, result.error) == (False, False, ErrorReason.OTHER)

@@ -57,6 +57,24 @@ class TestProber:
         assert [users(w.address) for w in (a, b, c)] == [0, 0, 0]
         assert (a.idle_calls, b.idle_calls, c.idle_calls) == (2, 1, 1)
 
+    async def test_fan_out_short_budget_scrape_does_not_cut_a_longer_one(self, scripted) -> None:
+        """Given a worker that takes 0.2 s to answer and a scrape with a 0.05 s budget in
+        flight (a client announcing a tiny scrape timeout), when a scrape with a 5 s
+        budget arrives meanwhile, then it gets the worker's idle value, not the short
+        round's missed deadline."""
+        # Arrange
+        worker = await scripted(seconds=7.0, delay=0.2)
+        prober = Prober(tls=None, timeout=5.0, concurrency=4)
+        targets = [Target(worker.address)]
+        # Act
+        short, full = await asyncio.gather(
+            prober.fan_out(targets, 0.05), prober.fan_out(targets, 5.0)
+        )
+        await prober.close()
+        # Assert
+        assert [r.error for r in short] == [ErrorReason.DEADLINE]
+        assert [(r.idle, r.error) for r in full] == [(7.0, None)]
+
     async def test_fan_out_reuses_one_channel_per_target(self, scripted) -> None:
         """Given a worker, when fanned out over three times, then one channel serves all."""
         # Arrange

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -16,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from wool_idle.web import basicauth
-from wool_idle.web.basicauth import REMEMBERED_MAX, BasicAuth
+from wool_idle.web.basicauth import REMEMBERED_MAX, BasicAuth, Handler
 from wool_idle.web.config import WebConfig
 from wool_idle.web.site import serve_app
 
@@ -187,6 +189,119 @@ class TestBasicAuth:
         # Assert
         assert len(auth._verdicts) == REMEMBERED_MAX
         assert counting.calls == before + 1
+
+
+class GatedCheck:
+    """The real bcrypt check, recording each password checked, in order; the first
+    check waits until ``gate`` is set (so the test can queue requests behind it)."""
+
+    def __init__(self) -> None:
+        self.passwords: list[bytes] = []
+        self.gate = threading.Event()
+
+    def __call__(self, password: bytes, hashed: bytes) -> bool:
+        self.passwords.append(password)
+        if len(self.passwords) == 1:
+            self.gate.wait(60)
+        return basicauth.bcrypt.checkpw(password, hashed)
+
+
+@contextlib.asynccontextmanager
+async def guarded_app(arrived: list[web.Request]) -> AsyncIterator[str]:
+    """A real HTTP server behind basic auth; ``arrived`` gets each request as it
+    arrives, before it authenticates. Yields the base URL."""
+
+    @web.middleware
+    async def arrival(request: web.Request, handler: Handler) -> web.StreamResponse:
+        arrived.append(request)
+        return await handler(request)
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(middlewares=[arrival])
+    app.router.add_get("/", ok)
+    async with serve_app(app, "127.0.0.1:0", WebConfig(users={"prometheus": HASH.encode()})) as url:
+        yield url
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+class TestBasicAuthFlood:
+    async def test_middleware_flood_from_one_peer_delays_another_by_one_check(
+        self, monkeypatch
+    ) -> None:
+        """Given twenty requests with distinct wrong passwords from one peer queued
+        behind a check in progress, when the scraper (another peer, verdict not yet
+        remembered) asks, then its check runs next: right after the one in progress,
+        not after the whole flood."""
+        # Arrange
+        check = GatedCheck()
+        monkeypatch.setattr(basicauth, "checkpw", check)
+        arrived: list[web.Request] = []
+        async with guarded_app(arrived) as url, aiohttp.ClientSession() as flood:
+            attempts = [
+                asyncio.ensure_future(
+                    flood.get(url, headers={"Authorization": header("prometheus", f"wrong{i}")})
+                )
+                for i in range(20)
+            ]
+            await until(lambda: len(arrived) == 20)
+            scraper = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+            async with aiohttp.ClientSession(connector=scraper) as session:
+                scrape = asyncio.ensure_future(
+                    session.get(url, headers={"Authorization": header("prometheus", "s3cret")})
+                )
+                await until(lambda: len(arrived) == 21)
+                # Act
+                check.gate.set()
+                async with await scrape as response:
+                    status = response.status
+            for response in await asyncio.gather(*attempts):
+                response.release()
+        # Assert
+        assert status == 200
+        assert check.passwords.index(b"s3cret") == 1
+
+    async def test_middleware_client_gone_costs_no_check(self, monkeypatch) -> None:
+        """Given twenty requests with distinct wrong passwords whose clients hung up
+        at once, queued behind a check in progress, when their turns come, then no
+        bcrypt runs for them: the scraper's check is the next one run."""
+        # Arrange
+        check = GatedCheck()
+        monkeypatch.setattr(basicauth, "checkpw", check)
+        arrived: list[web.Request] = []
+        async with guarded_app(arrived) as url, aiohttp.ClientSession() as session:
+            held = asyncio.ensure_future(
+                session.get(url, headers={"Authorization": header("prometheus", "held")})
+            )
+            await until(lambda: len(arrived) == 1)
+            port = int(url.rstrip("/").rpartition(":")[2])
+            for i in range(20):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                credentials = header("prometheus", f"wrong{i}")
+                request = f"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: {credentials}\r\n\r\n"
+                writer.write(request.encode())
+                await writer.drain()
+                writer.close()
+            await until(lambda: len(arrived) == 21)
+            await until(
+                lambda: all(r.transport is None or r.transport.is_closing() for r in arrived[1:])
+            )
+            # Act
+            check.gate.set()
+            (await held).release()
+            response = await session.get(
+                url, headers={"Authorization": header("prometheus", "s3cret")}
+            )
+            status = response.status
+            response.release()
+        # Assert
+        assert status == 200
+        assert check.passwords == [b"held", b"s3cret"]
 
 
 CHECK_THEN_LEAVE = """

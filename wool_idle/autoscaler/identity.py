@@ -8,7 +8,9 @@ resolves every label to its endpoints:
   threads of its own, at most ``timeout`` seconds for all labels together),
   each with the port; an IP address needs no lookup;
 - ``unix:/path``: the real path (symbolic links and ``..`` followed) of a
-  socket that exists (the autoscaler could not dial one it cannot see).
+  socket that exists (the autoscaler could not dial one it cannot see), and
+  its inode (``unix-inode:DEV:INO``: one socket reached through a hard link or
+  a bind mount has two real paths and one inode).
 
 Labels whose endpoints overlap, directly or through other labels, name one
 worker. A label that does not resolve (no such host, no answer in time, no
@@ -49,7 +51,8 @@ LOOKUP_THREADS: Final = 4
 _LOOKUPS: Final = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="wool-idle-resolve")
 
 Endpoints = frozenset[str]
-"""Where a label leads: ``ip:port`` / ``[ipv6]:port`` strings, or one ``unix:/real/path``."""
+"""Where a label leads: ``ip:port`` / ``[ipv6]:port`` strings, or a socket's
+``unix:/real/path`` and ``unix-inode:DEV:INO``."""
 
 
 class AddressResolver:
@@ -180,10 +183,12 @@ def _look_up(worker: str) -> Endpoints | None:
             return None
         real = os.path.realpath(path)
         try:
-            is_socket = stat.S_ISSOCK(os.stat(real).st_mode)
+            status = os.stat(real)
         except (OSError, ValueError):
             return None
-        return frozenset({UNIX_PREFIX + real}) if is_socket else None
+        if not stat.S_ISSOCK(status.st_mode):
+            return None
+        return frozenset({UNIX_PREFIX + real, f"unix-inode:{status.st_dev}:{status.st_ino}"})
     host, port = _host_port(worker)
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

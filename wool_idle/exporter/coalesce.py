@@ -2,14 +2,18 @@
 
 The first scrape starts a round; scrapes arriving while it runs join it
 instead of starting their own, so an HA pair of Prometheus servers does not
-double the load on workers. Every scrape waits at most its own budget: a
-target the round has not heard from by then counts as a missed deadline in
-that scrape's answer (no idle value, never an old one).
+double the load on workers. A scrape joins only a round given at least its own
+budget: one with a shorter budget (a scraper announcing a short timeout) would
+cut its probes short, so the scrape starts a round of its own, the one later
+scrapes join. Every scrape waits at most its own budget: a target the round has
+not heard from by then counts as a missed deadline in that scrape's answer (no
+idle value, never an old one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +32,7 @@ RunRound = Callable[[Sequence[Target], float, Results], Awaitable[None]]
 @dataclass
 class _Round:
     targets: Sequence[Target]
+    budget: float
     results: Results = field(default_factory=dict)
     task: asyncio.Future[None] = field(init=False)
 
@@ -48,20 +53,22 @@ class Coalescer:
         """The results of a round over ``targets`` within ``budget`` seconds.
 
         The scrape that starts a round waits for all of it (each probe is bounded
-        by the budget); one that joins a round waits at most ``budget``. A round
-        that fails, or a scrape cancelled while waiting, never cancels the round.
+        by the budget); one that joins a round (given at least ``budget``) waits at
+        most ``budget``. A round that fails, or a scrape cancelled while waiting,
+        never cancels the round.
         """
         joined = self._in_flight
-        if joined is None:
-            started = self._in_flight = _Round(targets)
+        if joined is None or joined.budget < budget:
+            started = self._in_flight = _Round(targets, budget)
             started.task = asyncio.ensure_future(self._run(targets, budget, started.results))
-            started.task.add_done_callback(self._finished)
+            started.task.add_done_callback(functools.partial(self._finished, started))
             await asyncio.wait((started.task,))
             return started.answers(budget)
         await asyncio.wait((joined.task,), timeout=budget)
         return joined.answers(budget)
 
-    def _finished(self, task: asyncio.Future[None]) -> None:
-        self._in_flight = None
+    def _finished(self, finished: _Round, task: asyncio.Future[None]) -> None:
+        if self._in_flight is finished:  # not already superseded by a longer round
+            self._in_flight = None
         if not task.cancelled() and task.exception() is not None:
             log.error("probe round failed", exc_info=task.exception())

@@ -5,7 +5,11 @@ leaves ``idle`` None with a reason, so the exporter never renders a 0 (reads
 as busy) or a stale value (reads as idle) for the worker.
 
 ``up`` only when the worker demonstrably answered: a value (valid or not),
-UNIMPLEMENTED, or a status only a peer sends (``PEER_CODES``). gRPC's own
+UNIMPLEMENTED, or a status only a peer sends (``PEER_CODES``), sent as a gRPC
+status. A status gRPC's client made of a bare HTTP status (``HTTP_STATUS_ONLY``:
+a 404 is UNIMPLEMENTED, a 403 PERMISSION_DENIED) came from an HTTP/2 server that
+is no gRPC server (a web server, a proxy, another service on the port): not
+up, so it never holds a floor as a worker too old to measure. gRPC's own
 client makes the other codes too (UNKNOWN when it cannot create the channel,
 RESOURCE_EXHAUSTED over its receive limit, INTERNAL, ...), and gRPC 1.85 shows
 no difference (``debug_error_string()`` is just code and details, trailing
@@ -38,8 +42,10 @@ PEER_CODES: Final = frozenset(
     }
 )
 """The statuses gRPC's client never produces itself (grpc/doc/statuscodes.md): a
-peer sent them, so it answered. (PERMISSION_DENIED is also what the client makes of
-an HTTP/2 403: a peer answered that too.)"""
+peer sent them, so it answered (unless ``HTTP_STATUS_ONLY``)."""
+HTTP_STATUS_ONLY: Final = "Received http2 header with status"
+"""How gRPC's client details a status it made of an HTTP response that carried no
+gRPC status (grpc/doc/http-grpc-status-mapping.md)."""
 
 
 class ErrorReason(StrEnum):
@@ -62,7 +68,7 @@ class ErrorReason(StrEnum):
     raised on it (the exception is logged)."""
     OTHER = "other"
     """Another gRPC status (INTERNAL, PERMISSION_DENIED, ...); up only if a peer sent it
-    (``PEER_CODES``)."""
+    (``PEER_CODES``). Also any status made of a bare HTTP status (never up)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,8 @@ def unanswered(target: Target, duration: float) -> ProbeResult:
 
 def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
     """The reason for ``error``, and whether it shows the worker answered."""
+    if isinstance(error, IdleUnavailable | RpcError) and HTTP_STATUS_ONLY in str(error):
+        return ErrorReason.OTHER, False  # an HTTP/2 server answered, not a gRPC one
     if isinstance(error, IdleUnavailable):
         return ErrorReason.UNIMPLEMENTED, True
     if isinstance(error, MalformedReply):

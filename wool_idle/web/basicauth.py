@@ -5,7 +5,13 @@ As exporter-toolkit does it:
 - every request must authenticate before any handler runs, so an
   unauthenticated scrape triggers no fan-out;
 - one bcrypt check runs at a time (a burst of wrong passwords queues instead
-  of taking every core);
+  of taking every core), and each peer (an IP address; an IPv6 address's /64)
+  has at most one check waiting for it: the others of that peer wait behind
+  it, so a flood from one peer delays another peer's check by one check, not
+  by the whole flood;
+- a check whose client has gone by its turn does not run (nobody would read
+  its verdict): a client that sends a request and hangs up at once costs no
+  bcrypt, however many times it does so;
 - each verdict, success or failure, is remembered (``REMEMBERED_MAX`` of
   them, least recently used first out), keyed by a SHA-256 of the user, the
   hash and the password, so a scraper pays bcrypt's cost once and a client
@@ -25,9 +31,11 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import ipaddress
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 import bcrypt
@@ -46,6 +54,19 @@ def checkpw(password: bytes, hashed: bytes) -> bool:
         return False
 
 
+@dataclass
+class _Turn:
+    """One peer's checks: the one waiting for bcrypt holds ``lock``; ``users`` counts
+    all of them (the entry goes when none is left)."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+def _never() -> bool:
+    return False
+
+
 class BasicAuth:
     """Checks ``Authorization: Basic`` against ``users`` (user -> bcrypt hash; at
     least one)."""
@@ -56,9 +77,14 @@ class BasicAuth:
         """The hash an unknown user is checked against: bcrypt's cost without a match."""
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._one_at_a_time = asyncio.Lock()
+        self._turns: dict[str, _Turn] = {}
 
-    async def check(self, header: str | None) -> bool:
-        """Whether ``header`` carries a known user with the right password."""
+    async def check(
+        self, header: str | None, *, peer: str = "", gone: Callable[[], bool] = _never
+    ) -> bool:
+        """Whether ``header`` carries a known user with the right password. ``peer``
+        names who asks (see ``peer_of``); ``gone`` says whether the asker has left
+        (its check is then not run: False)."""
         credentials = _decode(header)
         if credentials is None:
             return False
@@ -69,13 +95,28 @@ class BasicAuth:
         fingerprint = hashlib.sha256(b":".join(p.hex().encode() for p in parts)).digest()
         verdict = self._recall(fingerprint)
         if verdict is None:
-            async with self._one_at_a_time:
+            async with self._turn_of(peer), self._one_at_a_time:
                 verdict = self._recall(fingerprint)  # decided while this one waited
                 if verdict is None:
+                    if gone():
+                        return False
                     matched = await _on_daemon_thread(checkpw, password, hashed)
                     verdict = matched and name in self.users
                     self._remember(fingerprint, verdict)
         return verdict
+
+    @contextlib.asynccontextmanager
+    async def _turn_of(self, peer: str) -> AsyncIterator[None]:
+        """Wait until ``peer``'s earlier checks are done."""
+        turn = self._turns.setdefault(peer, _Turn())
+        turn.users += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[peer]
 
     def _recall(self, fingerprint: bytes) -> bool | None:
         verdict = self._verdicts.get(fingerprint)
@@ -91,7 +132,13 @@ class BasicAuth:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Answer 401 unless the request authenticates; then call ``handler``."""
-        if not await self.check(request.headers.get("Authorization")):
+
+        def gone() -> bool:
+            transport = request.transport
+            return transport is None or transport.is_closing()
+
+        header = request.headers.get("Authorization")
+        if not await self.check(header, peer=peer_of(request.remote), gone=gone):
             raise web.HTTPUnauthorized(text="Unauthorized\n", headers=CHALLENGE)
         return await handler(request)
 
@@ -115,6 +162,21 @@ async def _on_daemon_thread(check: Callable[[bytes, bytes], bool], *args: bytes)
 
     threading.Thread(target=run, name="bcrypt", daemon=True).start()
     return await verdict
+
+
+def peer_of(remote: str | None) -> str:
+    """Whose checks a request's is queued with: its IP address (an IPv4-mapped one
+    as IPv4), the /64 of an IPv6 address (one host's share), else ``remote`` as is
+    (empty on a Unix socket)."""
+    try:
+        address = ipaddress.ip_address(remote or "")
+    except ValueError:
+        return remote or ""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
+    return str(address)
 
 
 def _decode(header: str | None) -> tuple[bytes, bytes] | None:

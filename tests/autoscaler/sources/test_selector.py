@@ -3,6 +3,9 @@ PromQL rendering."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from wool_idle.autoscaler.sources.selector import MatchOp, Selector, promql_string
@@ -74,6 +77,29 @@ class TestSelector:
         \\d is ASCII digits (RE2)."""
         # Act / Assert
         assert Selector.parse(text).matches(labels) is expected
+
+    def test_matches_a_regex_that_backtracks_in_python_without_hanging(self) -> None:
+        """Given a regex Prometheus accepts whose nested repeats backtrack for ever in
+        Python's engine (``(\\w+\\x2c?)+``) and a tag value that does not match (it
+        holds a dash), when matched in a process of its own, then the process answers
+        (RE2 matches in linear time) instead of holding the GIL for hours."""
+        # Arrange
+        program = (
+            "from wool_idle.autoscaler.sources.selector import Selector\n"
+            "selector = Selector.parse('wool_tags=~(\\\\w+\\\\x2c?)+')\n"
+            "print(selector.matches({'wool_tags': 'production_inference_workers_' * 2"
+            " + ',us-east-1'}))\n"
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-c", program], stdout=subprocess.PIPE, text=True
+        )
+        # Act
+        try:
+            output, _ = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        # Assert
+        assert (process.returncode, output) == (0, "False\n")
 
     @pytest.mark.parametrize(
         ("selector", "promql"),

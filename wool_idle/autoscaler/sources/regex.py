@@ -10,6 +10,11 @@ both engines read alike: literals, ``.``, classes (``[a-z]``, ``\\d``, ``\\w``,
 refused, never guessed: lookarounds, backreferences, conditionals, atomic
 groups and possessive repeats (not RE2); POSIX classes ``[[:alpha:]]`` and
 ``\\pL`` (RE2, but Python reads the first differently and refuses the second).
+
+The syntax is checked with Python's parser; the match itself runs on RE2
+(``google-re2``), as in Prometheus: in time linear in the value, so no regex and
+no label value can make a match backtrack for hours (Python's engine would, with
+the GIL held: the daemon frozen, SIGTERM unanswered).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import importlib
 import re
 import warnings
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Protocol
+
+import re2
 
 # The standard library's own regex parser (re._parser): its tree tells exactly
 # which constructs a pattern uses. Loaded by name: typeshed has no stubs for it.
@@ -34,7 +41,13 @@ _ALLOWED_AT: Final = frozenset(
 _CLASS_ITEMS: Final = frozenset({_c.LITERAL, _c.RANGE, _c.CATEGORY, _c.NEGATE})
 
 
-def compile_label_regex(text: str) -> re.Pattern[str]:
+class LabelRegex(Protocol):
+    """A compiled label regex: ``fullmatch`` is None unless the whole value matches."""
+
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+def compile_label_regex(text: str) -> LabelRegex:
     """``text`` compiled to match a whole label value as Prometheus would (use
     ``fullmatch``); ``ValueError`` saying why if it is outside the shared syntax."""
     try:
@@ -42,8 +55,9 @@ def compile_label_regex(text: str) -> re.Pattern[str]:
             warnings.simplefilter("error", FutureWarning)  # "possible nested set": [[:x:]]
             tree = _parser.parse(text)
             _check(tree, tree.state.flags)
-            return re.compile(text, re.ASCII)
-    except (re.error, ValueError, FutureWarning, RecursionError) as error:
+        compiled: LabelRegex = re2.compile(text)
+        return compiled
+    except (re.error, re2.error, ValueError, FutureWarning, RecursionError) as error:
         raise ValueError(f"invalid regex {text!r}: {error}") from None
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from wool_idle.autoscaler.sources.regex import compile_label_regex
+from wool_idle.autoscaler.sources.regex import LabelRegex, compile_label_regex
 from wool_idle.contract import LABEL_NAME
 
 _MATCHER: Final = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)(.*)", re.DOTALL)
@@ -43,7 +43,7 @@ class Selector:
     name: str
     value: str
     op: MatchOp = MatchOp.EQUAL
-    regex: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
+    regex: LabelRegex | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not LABEL_NAME.match(self.name) or self.name.startswith("__"):
