@@ -150,6 +150,22 @@ class TestDropper:
         assert result is DropResult.NOT_FOUND
         assert len(await listed(pools.namespace)) == 2
 
+    async def test_drop_address_of_two_records_is_ambiguous(self, pools) -> None:
+        """Given a second record at one worker's address (two workers sharing a port,
+        as gRPC's SO_REUSEPORT lets them), when that address is dropped, then
+        ambiguous, and every record stays listed: which one was stopped is unknown."""
+        # Arrange
+        shared, other = sorted(await listed(pools.namespace))
+        twin = wool.WorkerMetadata(uid=uuid.uuid4(), address=shared, pid=1, version="0.15.7")
+        async with wool.LocalDiscovery.Publisher(pools.namespace) as publisher:
+            await publisher.publish("worker-added", twin)  # listed while the publisher is open
+            # Act
+            result = await Dropper([pools.namespace]).drop(shared)
+            # Assert
+            assert result is DropResult.AMBIGUOUS
+            assert [r.address for r in read_records(pools.namespace)].count(shared) == 2
+            assert await listed(pools.namespace) == {shared, other}
+
     async def test_drop_missing_namespace(self) -> None:
         """Given a namespace that does not exist, when a drop is made, then
         namespace_missing, and nothing was created in its name."""

@@ -42,6 +42,18 @@ class TestWorkerRecord:
             metadata(tags=frozenset({"gpu", "hot"}), extra={"a": "1", "zone": "eu"}, secure=True)
         )
 
+    def test_tags_label_never_shared_by_two_tag_sets(self) -> None:
+        """Given a worker tagged "gpu,hot" and one tagged "gpu" and "hot" (and tags
+        with backslashes), then their tags labels differ: --group-by wool_tags never
+        puts them in one pool."""
+        # Arrange
+        sets = [{"gpu,hot"}, {"gpu", "hot"}, {"a\\", "b"}, {"a\\,b"}, {"a", "\\b"}]
+        # Act
+        labels = [WorkerRecord.from_metadata(metadata(tags=frozenset(t))).tags_label for t in sets]
+        # Assert
+        assert labels[:2] == ["gpu\\,hot", "gpu,hot"]
+        assert len(set(labels)) == len(sets)
+
     def test_tags_label_empty_without_tags(self) -> None:
         """Given a worker without tags, then its tags label is empty."""
         # Act / Assert

@@ -8,8 +8,9 @@ there), so a LAN namespace gets none.
 
 How a drop is made, attach-only (this process never creates or owns a
 namespace): the namespace's records are read from its shared memory and the
-workers whose address is the stopped worker's are found by uid; then
-``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for each (under the
+worker whose address is the stopped worker's is found by uid (when several
+records share the address, which was stopped is unknown: none is dropped); then
+``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for it (under the
 namespace's file lock, waited for at most ``lock_timeout``); then the
 namespace's notify file is truncated (never through a link), which wakes wool's notification-only
 subscribers (wool's own default clients: the touch wool makes arrives as an
@@ -46,10 +47,14 @@ class DropResult(StrEnum):
     """What came of publishing the drop of one stopped worker."""
 
     PUBLISHED = "published"
-    """``worker-dropped`` was published for every record with the worker's address,
+    """``worker-dropped`` was published for the one record with the worker's address,
     and the notification-only subscribers were woken."""
     NOT_FOUND = "not_found"
     """No namespace holds a record with the worker's address."""
+    AMBIGUOUS = "ambiguous"
+    """Several records of one namespace share the worker's address (workers sharing a
+    port, as gRPC's ``SO_REUSEPORT`` lets them, or a stale record beside a live one):
+    which of them was stopped is unknown, so none is dropped."""
     NAMESPACE_MISSING = "namespace_missing"
     """A namespace does not exist (its owner exited), and no other holds the worker."""
     LOCK_TIMEOUT = "lock_timeout"
@@ -104,20 +109,22 @@ def notify_path(namespace: str) -> Path:
 
 
 async def drop_in(namespace: str, address: str, *, lock_timeout: float) -> DropResult:
-    """Publish ``worker-dropped`` in ``namespace`` for the records at ``address``."""
+    """Publish ``worker-dropped`` in ``namespace`` for the record at ``address``
+    (none when several share it: ``ambiguous``)."""
     try:
         uids = [r.uid for r in read_records(namespace) if r.address == address]
     except FileNotFoundError:
         return DropResult.NAMESPACE_MISSING
     if not uids:
         return DropResult.NOT_FOUND
+    if len(uids) > 1:
+        return DropResult.AMBIGUOUS
     import wool
 
     publisher: Any = wool.LocalDiscovery.Publisher(namespace, lock_timeout=lock_timeout)
     async with publisher:
-        for uid in uids:
-            dropped = wool.WorkerMetadata(uid=uid, address="", pid=0, version="")
-            await publisher.publish("worker-dropped", dropped)
+        dropped = wool.WorkerMetadata(uid=uids[0], address="", pid=0, version="")
+        await publisher.publish("worker-dropped", dropped)
     try:
         wake_subscribers(notify_path(namespace))
     except OSError as error:  # the drop stands; default wool clients notice it later
@@ -180,6 +187,7 @@ class Dropper:
 
 _RANK: Final = (
     DropResult.PUBLISHED,
+    DropResult.AMBIGUOUS,
     DropResult.FAILED,
     DropResult.LOCK_TIMEOUT,
     DropResult.NAMESPACE_MISSING,

@@ -45,8 +45,11 @@ class WorkerRecord:
 
     @property
     def tags_label(self) -> str:
-        """The tags sorted and comma-joined (empty when there are none)."""
-        return ",".join(self.tags)
+        """The tags sorted and comma-joined (empty when there are none), a comma or
+        backslash inside a tag escaped with a backslash, so that two tag sets never
+        share a label (``{"gpu,hot"}`` is ``gpu\\,hot``, ``{"gpu", "hot"}`` is
+        ``gpu,hot``) and ``--group-by wool_tags`` never merges two pools."""
+        return ",".join(_escaped(tag) for tag in self.tags)
 
     @classmethod
     def from_metadata(cls, metadata: Any) -> WorkerRecord:
@@ -67,3 +70,7 @@ class WorkerRecord:
             extra=tuple(sorted((str(k), str(v)) for k, v in dict(metadata.extra).items())),
             secure=bool(metadata.secure),
         )
+
+
+def _escaped(tag: str) -> str:
+    return tag.replace("\\", "\\\\").replace(",", "\\,")
