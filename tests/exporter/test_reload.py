@@ -12,7 +12,11 @@ from wool_idle.exporter.targets import TargetSet
 
 
 def write_targets(path: Path, addresses: list[str]) -> None:
-    path.write_text(json.dumps([{"targets": addresses}]))
+    """Replace the targets file at once, as an operator's tool should: a re-read in
+    flight sees the old file or the new one, never a half-written one."""
+    staged = path.with_suffix(".new")
+    staged.write_text(json.dumps([{"targets": addresses}]))
+    staged.replace(path)
 
 
 class TestReloadHandler:
