@@ -7,6 +7,7 @@ import gzip
 import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import pytest
@@ -29,6 +30,21 @@ from wool_idle.autoscaler.sources import (
 from wool_idle.autoscaler.sources.source import fetch
 from wool_idle.contract import valid_idle
 from wool_idle.worker.address import parse_address
+
+
+async def serve_every_path(aiohttp_server: Any, answer: Any) -> str:
+    """A real HTTP server answering every GET with ``answer``; its base URL."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", answer)
+    server = await aiohttp_server(app)
+    return str(server.make_url("/"))
+
+
+def source_of(kind: str, session: aiohttp.ClientSession, base: str) -> Source:
+    """An exporter source reading ``base``'s /metrics, or a Prometheus source at ``base``."""
+    if kind == "exporter":
+        return ExporterSource(session, base + "metrics", [], 5.0)
+    return PrometheusSource(session, base, [], None, 5.0)
 
 
 class TestFetch:
@@ -166,16 +182,9 @@ class TestFetchCap:
         async def answer(request: web.Request) -> web.Response:
             return web.Response(text=IDLE_ROW % 1 if kind == "exporter" else empty)
 
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", answer)
-        server = await aiohttp_server(app)
-        base = str(server.make_url("/"))
+        base = await serve_every_path(aiohttp_server, answer)
         async with aiohttp.ClientSession() as session:
-            source = (
-                ExporterSource(session, base + "metrics", [], 5.0)
-                if kind == "exporter"
-                else PrometheusSource(session, base, [], None, 5.0)
-            )
+            source = source_of(kind, session, base)
             # Act
             await source.read()
         # Assert
@@ -201,16 +210,9 @@ class TestSourcesOverHttp:
         async def answer(request: web.Request) -> web.Response:
             return web.Response(status=status, text=body)
 
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", answer)
-        server = await aiohttp_server(app)
-        base = str(server.make_url("/"))
+        base = await serve_every_path(aiohttp_server, answer)
         async with aiohttp.ClientSession() as session:
-            source = (
-                ExporterSource(session, base + "metrics", [], 2.0)
-                if kind == "exporter"
-                else PrometheusSource(session, base, [], None, 2.0)
-            )
+            source = source_of(kind, session, base)
             # Act / Assert
             with pytest.raises(SourceError):
                 await source.read()
