@@ -48,6 +48,13 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     return text
 
 
+def split_host_port(address: str) -> tuple[str, int]:
+    """The host (an IPv6 one without its brackets) and port of ``address``, a valid
+    ``host:port`` (see ``parse_address``)."""
+    host, _, port = address.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
 def _check_host(text: str, host: str) -> None:
     """Raise ``ValueError`` unless ``host`` is a bracketed IPv6, an IPv4 or a hostname."""
     if host.startswith("[") and host.endswith("]"):
