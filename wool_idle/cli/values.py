@@ -25,7 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.urls import redact
-from wool_idle.worker.address import parse_address
+from wool_idle.worker.address import CONTROL_CHARACTER, parse_address
 
 T = TypeVar("T")
 
@@ -52,7 +52,6 @@ _UNIT_SECONDS: Final = {
 _UNITS: Final = tuple(_UNIT_SECONDS)
 """The units from the largest down: a duration names each at most once, in this
 order (``1h30m``; Prometheus refuses ``1h1h`` and ``30m1h``)."""
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -148,13 +147,13 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 def _text(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid text {text!r}: control character")
     return text
 
 
 def _url(text: str) -> str:
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid URL {redact(text)!r}: control character")
     _text(text)
     parts = urllib.parse.urlsplit(text)

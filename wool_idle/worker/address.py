@@ -14,7 +14,8 @@ _HOSTNAME: Final = re.compile(
     r"(?=.{1,253}\Z)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_-]{1,63})*\.?", re.ASCII
 )
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
+"""An ASCII control character (a newline, a NUL): in no address, flag text or header."""
 
 
 def parse_address(text: str, *, listen: bool = False) -> str:
@@ -25,7 +26,7 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes. No address holds a
     control character (a newline, a NUL).
     """
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
     if text.startswith(UNIX_PREFIX):
         path = text[len(UNIX_PREFIX) :]
