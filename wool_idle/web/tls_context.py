@@ -21,11 +21,10 @@ from typing import Final
 
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
+from wool_idle.worker.tls import RECHECK_INTERVAL
 
 log = logging.getLogger(__name__)
 
-RECHECK_INTERVAL: Final = 1.0
-"""Seconds before the same files are looked at again."""
 TLS_VERSIONS: Final = {
     "TLS10": ssl.TLSVersion.TLSv1,
     "TLS11": ssl.TLSVersion.TLSv1_1,
