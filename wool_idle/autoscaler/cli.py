@@ -25,6 +25,7 @@ from wool_idle.cli.values import (
     DISCOVERY,
     DURATION,
     GRACE,
+    LABEL,
     POSITIVE_DURATION,
     TEXT,
     URL,
@@ -32,7 +33,7 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
-from wool_idle.contract import LABEL_NAME, RETIRED_TIMESTAMP
+from wool_idle.contract import RETIRED_TIMESTAMP
 from wool_idle.discovery.drop import Dropper
 from wool_idle.discovery.follow import WoolMissing, require_wool
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
@@ -47,16 +48,6 @@ log = logging.getLogger("wool_idle.autoscaler")
 EXIT_SOURCE_FAILED: Final = 1
 SELECTOR: Final = Value("LABEL=VALUE", Selector.parse, str)
 """A label matcher: ``label=value``, ``label!=value``, ``label=~regex``, ``label!~regex``."""
-
-
-def _label_name(text: str) -> str:
-    if not LABEL_NAME.match(text) or text.startswith("__"):
-        raise ValueError(f"invalid label name {text!r}")
-    return text
-
-
-LABEL: Final = Value("LABEL", _label_name)
-"""A label name that is not reserved (``__...``)."""
 
 
 def register(root: Parser) -> None:

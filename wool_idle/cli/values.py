@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from wool_idle.contract import LABEL_NAME
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.urls import redact
@@ -194,6 +195,12 @@ def _ip_address(text: str) -> str:
         raise ValueError(f"invalid IP address {text!r} (e.g. 127.0.0.1 or ::1)") from None
 
 
+def _label_name(text: str) -> str:
+    if not LABEL_NAME.match(text) or text.startswith("__"):
+        raise ValueError(f"invalid label name {text!r}")
+    return text
+
+
 def choice(*words: str) -> Value[str]:
     """One of ``words`` (any case; the value is the word as listed)."""
 
@@ -235,3 +242,5 @@ IP_ADDRESS: Final = Value("IP", _ip_address)
 """An IPv4 or IPv6 address literal (no host name, no interface name)."""
 DISCOVERY: Final = Value("KIND:NAMESPACE", DiscoverySpec.parse)
 """A wool discovery to follow: ``local:NAMESPACE`` or ``lan:NAMESPACE``."""
+LABEL: Final = Value("LABEL", _label_name)
+"""A label name that is not reserved (``__...``)."""
