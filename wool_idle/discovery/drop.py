@@ -159,8 +159,8 @@ class Dropper:
 
     async def drop(self, address: str) -> DropResult:
         """Drop the worker at ``address`` wherever it is listed, and log the outcome in
-        one line; never raises but for cancellation. ``published`` if any namespace
-        held it and took the drop."""
+        one line (and each failed namespace's error in one more); never raises but for
+        cancellation. ``published`` if any namespace held it and took the drop."""
         results = {ns: await self._drop_in(ns, address) for ns in self.namespaces}
         result = min(results.values(), key=_RANK.index, default=DropResult.NOT_FOUND)
         where = ", ".join(f"local:{ns} {outcome.value}" for ns, outcome in results.items())
