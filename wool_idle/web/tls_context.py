@@ -79,14 +79,12 @@ class ReloadingContext(ssl.SSLContext):
         configure: Configure,
         files: Sequence[str],
         server_name: str | None = None,
-        interval: float = RECHECK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._method = protocol
         self._configure = configure
         self._files = tuple(files)
         self._server_name = server_name
-        self._interval = interval
         self._clock = clock
         try:
             fingerprint = self._fingerprint()
@@ -99,9 +97,9 @@ class ReloadingContext(ssl.SSLContext):
         self._failure = ""
 
     def current(self) -> ssl.SSLContext:
-        """The context of the files as of at most ``interval`` ago, or the last good one."""
+        """The context of the files as of at most ``RECHECK_INTERVAL`` ago, or the last good one."""
         now = self._clock()
-        if now - self._checked < self._interval:
+        if now - self._checked < RECHECK_INTERVAL:
             return self._current
         self._checked = now
         try:
