@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 from wool import LocalDiscovery, WorkerMetadata
 
 from support.wool_pools import unique_namespace
+from wool_idle.demo.fleet import remove_namespace_files
 from wool_idle.discovery.follow import Follower
-from wool_idle.discovery.local import segment_name
 
 
 @contextlib.contextmanager
@@ -26,9 +23,7 @@ def fresh_namespace() -> Iterator[str]:
     try:
         yield name
     finally:
-        temp = Path(tempfile.gettempdir())
-        shutil.rmtree(temp / f"wool-{name}", ignore_errors=True)
-        (temp / f"wool-lock-{segment_name(name)}").unlink(missing_ok=True)
+        remove_namespace_files(name)
 
 
 class Publications:

@@ -9,15 +9,12 @@ when it exits, also when the test failed half-way.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
-import shutil
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from wool_idle.demo.fleet import remove_namespace_files
 
 STOP_TIMEOUT = 20.0
 READY_TIMEOUT = 60.0
@@ -26,12 +23,6 @@ READY_TIMEOUT = 60.0
 def unique_namespace(prefix: str = "e2e") -> str:
     """A namespace no other test (or earlier run) uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def _segment_name(namespace: str) -> str:
-    """wool's name for a namespace's shared-memory segment and lock file."""
-    digest = hashlib.sha256(namespace.encode()).digest()
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")[:30]
 
 
 @dataclass
@@ -113,6 +104,4 @@ class WoolFleet:
                     process.kill()
                     await process.wait()
         self.processes.clear()
-        temp = Path(tempfile.gettempdir())
-        shutil.rmtree(temp / f"wool-{self.namespace}", ignore_errors=True)
-        (temp / f"wool-lock-{_segment_name(self.namespace)}").unlink(missing_ok=True)
+        remove_namespace_files(self.namespace)

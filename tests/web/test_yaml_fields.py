@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ from wool_idle.web.yaml_fields import (
     boolean,
     entries,
     fields,
+    file_path,
     parse_document,
     text,
     text_map,
@@ -93,6 +96,20 @@ class TestScalars:
         # Act / Assert
         assert texts(found["l"], "l") == ["a", "2"]
         assert text_map(found["m"], "m") == {"x": "1", "y": ""}
+
+    @pytest.mark.parametrize(
+        ("written", "expected"),
+        [("cert.pem", "/etc/wool/cert.pem"), ("/abs/key.pem", "/abs/key.pem"), ("''", None)],
+    )
+    def test_file_path_relative_to_base(self, written: str, expected: str | None) -> None:
+        """Given a relative, an absolute or an empty path, then the relative one is taken
+        from the base directory, the absolute one as it is, and the empty one is unset."""
+        # Arrange
+        found = fields(node(f"k: {written}"), {"k"}, "")
+        # Act
+        path = file_path(found["k"], "k", Path("/etc/wool"))
+        # Assert
+        assert path == expected
 
     @pytest.mark.parametrize("document", ["k: {a: 1}", "k: [1]"])
     def test_text_rejects_collections(self, document: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wool_idle.worker.address import parse_address
+from wool_idle.worker.address import parse_address, split_host_port
 
 
 class TestParseAddress:
@@ -59,3 +59,26 @@ class TestParseAddress:
         for path in too_long:
             with pytest.raises(ValueError, match="longer than 107 bytes"):
                 parse_address(f"unix:{path}")
+
+
+class TestSplitHostPort:
+    @pytest.mark.parametrize(
+        ("address", "expected"),
+        [
+            ("127.0.0.1:50051", ("127.0.0.1", 50051)),
+            ("worker-1.pool.svc:1", ("worker-1.pool.svc", 1)),
+            ("[::1]:8080", ("::1", 8080)),
+            ("[::ffff:127.0.0.1]:9", ("::ffff:127.0.0.1", 9)),
+        ],
+    )
+    def test_split_host_port_valid_address(self, address: str, expected: tuple[str, int]) -> None:
+        """Given a valid host:port address, when split, then its host (an IPv6 one
+        without brackets) and its port as a number."""
+        # Arrange
+        assert parse_address(address) == address
+
+        # Act
+        found = split_host_port(address)
+
+        # Assert
+        assert found == expected

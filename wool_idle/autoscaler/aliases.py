@@ -27,8 +27,9 @@ def spellings(
 ) -> dict[str, tuple[str, ...]]:
     """The labels of each worker read under several (one ``identity``), the first
     (smallest) first, where they agree: the same verdict and group; the first
-    label's reading then carries their least idle value. Labels that disagree are
-    all made conflicting, and left out."""
+    label's reading then carries their least idle value (when every one of them has
+    a valid one; else its own). Labels that disagree are all made conflicting, and
+    left out."""
     by_identity: dict[str, list[str]] = {}
     for worker, reading in latest.items():
         if reading.identity:

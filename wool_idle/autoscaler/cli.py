@@ -25,6 +25,7 @@ from wool_idle.cli.values import (
     DISCOVERY,
     DURATION,
     GRACE,
+    LABEL,
     POSITIVE_DURATION,
     TEXT,
     URL,
@@ -32,8 +33,9 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
-from wool_idle.contract import LABEL_NAME, RETIRED_TIMESTAMP
+from wool_idle.contract import RETIRED_TIMESTAMP
 from wool_idle.discovery.drop import Dropper
+from wool_idle.discovery.follow import WoolMissing, require_wool
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.client_config import HttpClientConfig
 from wool_idle.web.client_session import http_session
@@ -46,16 +48,6 @@ log = logging.getLogger("wool_idle.autoscaler")
 EXIT_SOURCE_FAILED: Final = 1
 SELECTOR: Final = Value("LABEL=VALUE", Selector.parse, str)
 """A label matcher: ``label=value``, ``label!=value``, ``label=~regex``, ``label!~regex``."""
-
-
-def _label_name(text: str) -> str:
-    if not LABEL_NAME.match(text) or text.startswith("__"):
-        raise ValueError(f"invalid label name {text!r}")
-    return text
-
-
-LABEL: Final = Value("LABEL", _label_name)
-"""A label name that is not reserved (``__...``)."""
 
 
 def register(root: Parser) -> None:
@@ -144,18 +136,13 @@ def run(args: argparse.Namespace) -> int:
         parser.error(f"argument --group-by: a label named twice in {','.join(args.group_by)}")
     policy = settings_from(args, PolicySettings)
     daemon = settings_from(args, DaemonSettings)
-    if _local_namespaces(daemon.wool_discovery) and not _wool_installed():
-        parser.error("argument --wool-discovery: local: needs the wool package (extra 'wool')")
+    if _local_namespaces(daemon.wool_discovery):
+        try:
+            require_wool()
+        except WoolMissing as error:
+            parser.error(f"argument --wool-discovery: {error}")
     configure_logging(args)
     return asyncio.run(_main(daemon, source, http, policy, action, web))
-
-
-def _wool_installed() -> bool:
-    try:
-        import wool  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _local_namespaces(specs: tuple[DiscoverySpec, ...]) -> list[str]:

@@ -110,9 +110,15 @@ class Autoscaler:
         retired, retiring = self.metrics.retired, plan.state.retiring
         if not retired:
             return
-        for reading in readings:
-            if reading.up and not reading.conflicting and reading.worker not in retiring:
-                retired.forget(reading.worker)
+        for reading in readings:  # per reading: the lock is taken only for a marked worker
+            worker = reading.worker
+            if (
+                worker in retired
+                and reading.up
+                and not reading.conflicting
+                and worker not in retiring
+            ):
+                retired.forget(worker)
 
     async def _act(self, decision: Decision) -> None:
         attempt = await self.actuator.retire(decision)

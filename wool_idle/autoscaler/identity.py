@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from typing import Final
 
-from wool_idle.worker.address import UNIX_PREFIX
+from wool_idle.worker.address import UNIX_PREFIX, split_host_port
 
 RESOLVE_TIMEOUT: Final = 2.0
 """Seconds one plan waits, at most, for the lookups of its labels."""
@@ -169,7 +169,7 @@ def _literals(workers: list[str]) -> dict[str, Endpoints]:
     found = {}
     for worker in workers:
         if not worker.startswith(UNIX_PREFIX):
-            host, port = _host_port(worker)
+            host, port = split_host_port(worker)
             with contextlib.suppress(ValueError):  # not an IP address: a name
                 found[worker] = frozenset({_endpoint(host, port)})
     return found
@@ -189,17 +189,12 @@ def _look_up(worker: str) -> Endpoints | None:
         if not stat.S_ISSOCK(status.st_mode):
             return None
         return frozenset({UNIX_PREFIX + real, f"unix-inode:{status.st_dev}:{status.st_ino}"})
-    host, port = _host_port(worker)
+    host, port = split_host_port(worker)
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError):
         return None
     return frozenset(_endpoint(str(sockaddr[0]), port) for *_, sockaddr in found) or None
-
-
-def _host_port(worker: str) -> tuple[str, int]:
-    host, _, port = worker.rpartition(":")
-    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 def _endpoint(host: str, port: int) -> str:

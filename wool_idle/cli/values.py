@@ -22,10 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from wool_idle.contract import LABEL_NAME
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.urls import redact
-from wool_idle.worker.address import parse_address
+from wool_idle.worker.address import CONTROL_CHARACTER, parse_address
 
 T = TypeVar("T")
 
@@ -52,7 +53,6 @@ _UNIT_SECONDS: Final = {
 _UNITS: Final = tuple(_UNIT_SECONDS)
 """The units from the largest down: a duration names each at most once, in this
 order (``1h30m``; Prometheus refuses ``1h1h`` and ``30m1h``)."""
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -148,13 +148,13 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 def _text(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid text {text!r}: control character")
     return text
 
 
 def _url(text: str) -> str:
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid URL {redact(text)!r}: control character")
     _text(text)
     parts = urllib.parse.urlsplit(text)
@@ -193,6 +193,12 @@ def _ip_address(text: str) -> str:
         return str(ipaddress.ip_address(text.strip()))
     except ValueError:
         raise ValueError(f"invalid IP address {text!r} (e.g. 127.0.0.1 or ::1)") from None
+
+
+def _label_name(text: str) -> str:
+    if not LABEL_NAME.match(text) or text.startswith("__"):
+        raise ValueError(f"invalid label name {text!r}")
+    return text
 
 
 def choice(*words: str) -> Value[str]:
@@ -236,3 +242,5 @@ IP_ADDRESS: Final = Value("IP", _ip_address)
 """An IPv4 or IPv6 address literal (no host name, no interface name)."""
 DISCOVERY: Final = Value("KIND:NAMESPACE", DiscoverySpec.parse)
 """A wool discovery to follow: ``local:NAMESPACE`` or ``lan:NAMESPACE``."""
+LABEL: Final = Value("LABEL", _label_name)
+"""A label name that is not reserved (``__...``)."""

@@ -113,12 +113,13 @@ class Processes:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child.process.pid, signal.SIGKILL)
         self._logs.close()
-        _remove_namespace_files(self.namespace)
+        remove_namespace_files(self.namespace)
         return left
 
 
-def _remove_namespace_files(namespace: str) -> None:
-    """The notify directory and the lock file wool leaves in the temp directory."""
+def remove_namespace_files(namespace: str) -> None:
+    """Remove the notify directory and the lock file wool leaves in the temp directory
+    for ``namespace`` (once nobody uses it)."""
     directory = notify_path(namespace).parent
     shutil.rmtree(directory, ignore_errors=True)
     (directory.parent / f"wool-lock-{segment_name(namespace)}").unlink(missing_ok=True)

@@ -10,8 +10,6 @@ HOT: Final = "hot"
 """The tag of the pool the demo's wool client dispatches to."""
 COLD: Final = "cold"
 """The tag of the pool no client uses."""
-TAGS_LABEL: Final = "wool_tags"
-"""The exporter's label of a discovered worker's tags: the autoscaler's group."""
 
 
 @dataclass(frozen=True, kw_only=True)

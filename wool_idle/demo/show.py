@@ -17,8 +17,9 @@ import aiohttp
 
 from wool_idle.autoscaler.sources import ExporterSource, SourceError
 from wool_idle.autoscaler.sources.source import fetch
+from wool_idle.contract import TAGS_LABEL
 from wool_idle.demo.fleet import Processes
-from wool_idle.demo.settings import COLD, HOT, TAGS_LABEL, DemoSettings
+from wool_idle.demo.settings import COLD, HOT, DemoSettings
 from wool_idle.demo.table import Board, render
 
 READ_TIMEOUT: Final = 5.0

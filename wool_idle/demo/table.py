@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.verdicts import StopResult
 
 BETWEEN_TASKS: Final = 0.5
 """Idle for less than this reads as busy: a worker fed back-to-back tasks is idle
 for milliseconds between them."""
-STOPPED: Final = "stopped"
-"""The decision log's result of an accepted stop."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class Board:
             when = float(stamp) if isinstance(stamp, int | float) else 0.0
             self.decisions[worker] = (when, str(result or record.get("verdict")))
             self.newest = max(self.newest, when)
-            if result == STOPPED and worker not in self.retired:
+            if result == StopResult.STOPPED and worker not in self.retired:
                 self.retired.append(worker)
 
     def left(self) -> dict[str, list[str]]:

@@ -64,14 +64,15 @@ class DropResult(StrEnum):
 
 
 @dataclass(frozen=True)
-class WorkerRecord:
-    """The two facts of a wool worker record a drop needs."""
+class PublishedRecord:
+    """The two facts of a published wool worker record a drop needs (the follower's
+    full record is ``records.WorkerRecord``)."""
 
     uid: uuid.UUID
     address: str
 
 
-def read_records(namespace: str) -> list[WorkerRecord]:
+def read_records(namespace: str) -> list[PublishedRecord]:
     """The records of a ``LocalDiscovery`` namespace, read without owning it.
 
     ``FileNotFoundError`` if the namespace does not exist. A record whose block
@@ -88,7 +89,7 @@ def read_records(namespace: str) -> list[WorkerRecord]:
     return [record for uid in uids if (record := _read_record(uid)) is not None]
 
 
-def _read_record(uid: uuid.UUID) -> WorkerRecord | None:
+def _read_record(uid: uuid.UUID) -> PublishedRecord | None:
     """The record in ``uid``'s block, or None if the block is gone or unreadable."""
     from wool import protocol
     from wool.runtime.discovery import local
@@ -100,7 +101,7 @@ def _read_record(uid: uuid.UUID) -> WorkerRecord | None:
     except Exception as error:  # gone, truncated, not a protobuf: not a record to drop
         log.debug("worker record %s unreadable: %s: %s", uid, type(error).__name__, error)
         return None
-    return WorkerRecord(uid, message.address)
+    return PublishedRecord(uid, message.address)
 
 
 def notify_path(namespace: str) -> Path:
@@ -158,8 +159,8 @@ class Dropper:
 
     async def drop(self, address: str) -> DropResult:
         """Drop the worker at ``address`` wherever it is listed, and log the outcome in
-        one line; never raises but for cancellation. ``published`` if any namespace
-        held it and took the drop."""
+        one line (and each failed namespace's error in one more); never raises but for
+        cancellation. ``published`` if any namespace held it and took the drop."""
         results = {ns: await self._drop_in(ns, address) for ns in self.namespaces}
         result = min(results.values(), key=_RANK.index, default=DropResult.NOT_FOUND)
         where = ", ".join(f"local:{ns} {outcome.value}" for ns, outcome in results.items())

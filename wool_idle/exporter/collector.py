@@ -110,7 +110,9 @@ class ExporterCollector(Collector):
             errors.add_metric([reason.value], self.errors[reason])
         yield errors
         yield GaugeMetricFamily(
-            "wool_exporter_targets", "Workers configured.", value=len(self.targets.all())
+            "wool_exporter_targets",
+            "Workers scraped: from the flags, the targets file and wool discovery.",
+            value=len(self.targets.all()),
         )
         yield GaugeMetricFamily(
             "wool_exporter_scrape_duration_seconds",

@@ -126,7 +126,7 @@ class Prober:
                 results[target.address] = await probe(target, deadline)
 
         await asyncio.gather(*(lane() for _ in range(min(self.concurrency, len(targets)))))
-        self.last = dict(results)
+        self.last = results  # every lane is done: nothing writes to it any more
         self._announce(list(results.values()), time.monotonic() - started)
 
     async def probe(self, target: Target, deadline: float, *, adhoc: bool = False) -> ProbeResult:

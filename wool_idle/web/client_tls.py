@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Final
 
 from wool_idle.web.tls_context import ReloadingContext, load_failure, tls_version
-from wool_idle.web.yaml_fields import ConfigFileError, Node, boolean, fields, is_null, text
+from wool_idle.web.yaml_fields import (
+    ConfigFileError,
+    Node,
+    boolean,
+    fields,
+    file_path,
+    is_null,
+    text,
+)
 
 SECTION: Final = "tls_config"
 KEYS: Final = frozenset(
@@ -74,8 +82,7 @@ def client_tls_context(node: Node | None, base: Path) -> ReloadingContext | None
     found = fields(node, KEYS, SECTION)
 
     def path(key: str) -> str | None:
-        value = text(found.get(key), f"{SECTION}.{key}")
-        return str(base / value) if value else None
+        return file_path(found.get(key), f"{SECTION}.{key}", base)
 
     settings = ClientTlsSettings(
         ca_file=path("ca_file"),

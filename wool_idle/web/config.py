@@ -49,6 +49,7 @@ from wool_idle.web.yaml_fields import (
     text,
     text_map,
 )
+from wool_idle.worker.address import CONTROL_CHARACTER
 
 TOP_KEYS: Final = frozenset({"tls_server_config", "http_server_config", "basic_auth_users"})
 HTTP_KEYS: Final = frozenset({"http2", "headers"})
@@ -62,7 +63,6 @@ HEADERS: Final[Mapping[str, tuple[str, ...] | None]] = {
 }
 BCRYPT_HASH: Final = re.compile(r"^\$2[abxy]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 BCRYPT_COSTS: Final = range(4, 32)
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class WebConfigError(ValueError):
@@ -139,6 +139,6 @@ def _headers(node: Node | None) -> dict[str, str]:
         allowed = HEADERS[name]
         if allowed is not None and value not in allowed:
             raise ConfigFileError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
-        if _CONTROL.search(value):
+        if CONTROL_CHARACTER.search(value):
             raise ConfigFileError(f"{where}: control character in the value")
     return headers

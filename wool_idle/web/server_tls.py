@@ -31,6 +31,7 @@ from wool_idle.web.yaml_fields import (
     boolean,
     error_at,
     fields,
+    file_path,
     join,
     text,
     texts,
@@ -146,11 +147,10 @@ def server_tls_context(node: Node | None, base: Path) -> ReloadingContext | None
 def _settings(node: Node | None, base: Path) -> ServerTlsSettings | None:
     found = fields(node, KEYS, SECTION)
 
-    def path(key: str) -> str | None:
-        value = text(found.get(key), join(SECTION, key))
-        return str(base / value) if value else None
-
-    cert, key, client_ca = path("cert_file"), path("key_file"), path("client_ca_file")
+    cert, key, client_ca = (
+        file_path(found.get(name), join(SECTION, name), base)
+        for name in ("cert_file", "key_file", "client_ca_file")
+    )
     auth = text(found.get("client_auth_type"), join(SECTION, "client_auth_type")) or ""
     ciphers = [_cipher(found, name) for name in _names(found, "cipher_suites")]
     curves = [_curve(found, name) for name in _names(found, "curve_preferences")]

@@ -23,7 +23,7 @@ from aiohttp import web
 from wool_idle.unix_socket import claim_unix_socket
 from wool_idle.web.basicauth import BasicAuth
 from wool_idle.web.config import WebConfig
-from wool_idle.worker.address import UNIX_PREFIX
+from wool_idle.worker.address import UNIX_PREFIX, split_host_port
 
 EXPORTER_PORT: Final = 9478
 AUTOSCALER_PORT: Final = 9479
@@ -84,8 +84,8 @@ async def _start(runner: web.AppRunner, listen: str, config: WebConfig) -> str:
         site = web.UnixSite(runner, path, ssl_context=config.ssl_context)
         await site.start()
         return f"{scheme}+unix://{urllib.parse.quote(path, safe='')}"
-    host, _, port = listen.rpartition(":")
-    site = web.TCPSite(runner, host.strip("[]"), int(port), ssl_context=config.ssl_context)
+    host, port = split_host_port(listen)
+    site = web.TCPSite(runner, host, port, ssl_context=config.ssl_context)
     await site.start()
     return f"{scheme}://{_bound(runner, listen)}"
 

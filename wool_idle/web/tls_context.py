@@ -21,11 +21,10 @@ from typing import Final
 
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
+from wool_idle.worker.tls import RECHECK_INTERVAL
 
 log = logging.getLogger(__name__)
 
-RECHECK_INTERVAL: Final = 1.0
-"""Seconds before the same files are looked at again."""
 TLS_VERSIONS: Final = {
     "TLS10": ssl.TLSVersion.TLSv1,
     "TLS11": ssl.TLSVersion.TLSv1_1,
@@ -80,14 +79,12 @@ class ReloadingContext(ssl.SSLContext):
         configure: Configure,
         files: Sequence[str],
         server_name: str | None = None,
-        interval: float = RECHECK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._method = protocol
         self._configure = configure
         self._files = tuple(files)
         self._server_name = server_name
-        self._interval = interval
         self._clock = clock
         try:
             fingerprint = self._fingerprint()
@@ -100,9 +97,9 @@ class ReloadingContext(ssl.SSLContext):
         self._failure = ""
 
     def current(self) -> ssl.SSLContext:
-        """The context of the files as of at most ``interval`` ago, or the last good one."""
+        """The context of the files as of at most ``RECHECK_INTERVAL`` ago, or the last good one."""
         now = self._clock()
-        if now - self._checked < self._interval:
+        if now - self._checked < RECHECK_INTERVAL:
             return self._current
         self._checked = now
         try:

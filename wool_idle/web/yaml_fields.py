@@ -119,6 +119,13 @@ def text(node: Node | None, where: str) -> str | None:
     return str(node.value)
 
 
+def file_path(node: Node | None, where: str, base: Path) -> str | None:
+    """The file path ``node`` names, relative to ``base`` unless absolute; None when
+    null or empty."""
+    value = text(node, where)
+    return str(base / value) if value else None
+
+
 def boolean(node: Node | None, where: str) -> bool | None:
     """The boolean ``node`` (a YAML 1.1 word, unquoted), or None when null."""
     if is_null(node):

@@ -14,7 +14,8 @@ _HOSTNAME: Final = re.compile(
     r"(?=.{1,253}\Z)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_-]{1,63})*\.?", re.ASCII
 )
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
+"""An ASCII control character (a newline, a NUL): in no address, flag text or header."""
 
 
 def parse_address(text: str, *, listen: bool = False) -> str:
@@ -25,7 +26,7 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes. No address holds a
     control character (a newline, a NUL).
     """
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
     if text.startswith(UNIX_PREFIX):
         path = text[len(UNIX_PREFIX) :]
@@ -46,6 +47,13 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     if not _PORT.fullmatch(port) or not (0 if listen else 1) <= int(port) <= 65535:
         raise ValueError(f"invalid address {text!r}: port must be a number in 1..65535")
     return text
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """The host (an IPv6 one without its brackets) and port of ``address``, a valid
+    ``host:port`` (see ``parse_address``)."""
+    host, _, port = address.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 def _check_host(text: str, host: str) -> None:

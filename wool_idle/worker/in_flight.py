@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -16,10 +16,9 @@ class InFlightTasks:
     ``idle_seconds`` reads the stamp and never touches the set.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._empty_since: float | None = clock()
+        self._empty_since: float | None = time.monotonic()
 
     def track(self, task: asyncio.Future[Any]) -> None:
         """Add ``task``; it leaves the set by itself when it finishes."""
@@ -30,13 +29,13 @@ class InFlightTasks:
     def _forget(self, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
         if not self._tasks and self._empty_since is None:
-            self._empty_since = self._clock()
+            self._empty_since = time.monotonic()
 
     def idle_seconds(self) -> float:
         """Seconds since the set last emptied, or 0.0 while any task runs."""
         if self._empty_since is None:
             return 0.0
-        return max(0.0, self._clock() - self._empty_since)
+        return max(0.0, time.monotonic() - self._empty_since)
 
     def __len__(self) -> int:
         return len(self._tasks)

@@ -57,11 +57,10 @@ class WorkerService:
         self,
         *,
         backpressure: Backpressure | None = None,
-        in_flight: InFlightTasks | None = None,
         authorization: MethodPolicy | None = None,
         max_outcome_bytes: int = MAX_OUTCOME_BYTES,
     ):
-        self.in_flight = in_flight if in_flight is not None else InFlightTasks()
+        self.in_flight = InFlightTasks()
         self.authorization = authorization or MethodPolicy()
         self.max_outcome_bytes = max_outcome_bytes
         self.stopping = asyncio.Event()

@@ -100,11 +100,13 @@ def _samples(body: Any) -> Iterator[tuple[dict[str, Any], Any]]:
     result = data.get("result")
     if type(result) is not list:
         raise SourceError("query result is not a list")
+    malformed = "query result item has malformed labels or value"
     for item in result:
-        labels = item.get("metric") if type(item) is dict else None
-        value = item.get("value") if type(item) is dict else None
+        if type(item) is not dict:
+            raise SourceError(malformed)
+        labels, value = item.get("metric"), item.get("value")
         if type(labels) is not dict or type(value) is not list or len(value) != 2:
-            raise SourceError("query result item has malformed labels or value")
+            raise SourceError(malformed)
         yield labels, value[1]
 
 
