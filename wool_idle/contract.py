@@ -76,12 +76,9 @@ def valid_idle(seconds: object) -> bool:
     Anything else a worker answers (NaN, infinity, a negative number, not a
     number) means the worker has no idle value: never a 0 (busy), never idle.
     """
-    return (
-        isinstance(seconds, float | int)
-        and not isinstance(seconds, bool)
-        and math.isfinite(seconds)
-        and seconds >= 0
-    )
+    if isinstance(seconds, float):
+        return 0 <= seconds < math.inf  # NaN compares false
+    return isinstance(seconds, int) and not isinstance(seconds, bool) and seconds >= 0
 
 
 def stop_deadline(grace: float) -> float | None:

@@ -311,6 +311,10 @@ class TestContractHelpers:
             (-math.inf, False),
             (-1e-9, False),
             (None, False),
+            (True, False),
+            (-1, False),
+            (10**400, True),
+            ("12", False),
         ],
     )
     def test_valid_idle(self, seconds, valid: bool) -> None:
