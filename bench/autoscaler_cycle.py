@@ -7,8 +7,8 @@ by the exporter's own collector) and Prometheus API JSON bodies for the same
 fleet. A cycle is: read the input into readings (decoded and parsed on
 threads, as the sources do), then plan with the daemon's planner (one per
 input kind, kept across repeats as the daemon keeps it across cycles). The
-floor is parsing the same input with the same library and touching every
-sample (prometheus-client's text parser; json.loads). The grouped cycles do
+floor is parsing the same input with the same library (prometheus-client's
+text parser, every sample taken from it; json.loads). The grouped cycles do
 the same with ``--group-by pool`` over a fleet in four pools (the sources keep
 the label, the floor holds per pool).
 Runs alternate. Ratios last.
