@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
@@ -95,6 +96,36 @@ class TestPolicyPlanner:
         assert {d.worker: d.verdict for d in plan.decisions} == {
             A: Verdict.MIN_WORKERS,
             **dict.fromkeys(unknown, Verdict.UNRESOLVED),
+        }
+
+    async def test_plan_worker_unresolved_for_a_cycle_stays_retiring(self, tmp_path: Path) -> None:
+        """Given a floor of 1 and a worker on a unix socket that was just stopped, when
+        its socket is gone for one cycle (unresolved) and back the next, reading busy
+        (still draining) beside an idle worker, then it still counts as gone
+        (retiring), not alive: the idle worker is held by the floor."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        path = tmp_path / "w.sock"
+        draining = f"unix:{path}"
+        planner = PolicyPlanner(rule, AddressResolver(ttl=0.0))
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(path))
+        first = await planner.plan([Reading(draining, 500.0), Reading(A, 0.0)], 0.0)
+        planner.record(draining, StopResult.STOPPED, 0.5)
+        listening.close()
+        path.unlink()
+        # Act
+        gone = await planner.plan([Reading(draining, 0.0), Reading(A, 0.0)], 1.0)
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(path))
+        back = await planner.plan([Reading(draining, 0.0), Reading(A, 500.0)], 2.0)
+        listening.close()
+        # Assert
+        assert [d.worker for d in first.stops] == [draining]
+        assert {d.worker: d.verdict for d in gone.decisions}[draining] is Verdict.UNRESOLVED
+        assert {d.worker: d.verdict for d in back.decisions} == {
+            draining: Verdict.BUSY,
+            A: Verdict.MIN_WORKERS,
         }
 
     async def test_plan_two_spellings_of_one_worker_count_once(self) -> None:

@@ -155,6 +155,26 @@ class TestPlan:
         assert set(state.retiring) == {"a"}
         assert second.state.retiring == {}
 
+    def test_plan_retiring_kept_while_missing_from_a_read(self) -> None:
+        """Given a floor of 1 and a worker stopped last cycle, when a read misses it and
+        the next one reports it up and busy (still draining) beside an idle worker,
+        then it still counts as gone (retiring): the idle worker is held by the floor,
+        so the fleet is never left below it once the drain ends."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=1)
+        first = plan([Reading("a", 9.0), Reading("b", 0.0)], PolicyState(), rule, 0.0)
+        state = stopped(first.state, "a", 0.5, rule)
+        # Act
+        missed = plan([Reading("b", 0.0)], state, rule, 1.0)
+        back = plan([Reading("a", 0.0), Reading("b", 9.0)], missed.state, rule, 2.0)
+        # Assert
+        assert [d.verdict for d in first.decisions] == [Verdict.STOP, Verdict.BUSY]
+        assert set(missed.state.retiring) == {"a"}
+        assert {d.worker: d.verdict for d in back.decisions} == {
+            "a": Verdict.BUSY,
+            "b": Verdict.MIN_WORKERS,
+        }
+
     def test_plan_retiring_expires(self) -> None:
         """Given a worker stopped long ago that the source still reports up and idle
         (a new worker on the same address), when planned past RETIRING_TTL, then it is

@@ -94,7 +94,10 @@ class PolicyState:
     streaks: Mapping[str, int] = field(default_factory=dict)
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
     retiring: Mapping[str, float] = field(default_factory=dict)
-    """Workers a stop was sent to, and when; they count as gone for the floor."""
+    """Workers a stop was sent to, and when; they count as gone for the floor. A mark
+    lasts ``RETIRING_TTL``, or until a read reports the worker down; a read that
+    misses the worker (no series, or a label that did not resolve) keeps it, so a
+    worker still draining never counts as alive again."""
     first_seen: Mapping[str, float] = field(default_factory=dict)
     """When each worker of the last cycle was first read (a worker missing from a
     cycle is forgotten, and new again when it comes back); kept only with a
@@ -168,7 +171,7 @@ def plan(
     retiring = {
         w: since
         for w, since in state.retiring.items()
-        if w in latest and latest[w].up and now - since < RETIRING_TTL
+        if now - since < RETIRING_TTL and (w not in latest or latest[w].up)
     }
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     seen = state.first_seen
