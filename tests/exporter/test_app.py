@@ -322,6 +322,23 @@ class TestMetricsEndpoint:
         assert response.headers["Content-Type"].startswith("application/openmetrics-text")
         assert gzip.decompress(raw).decode().rstrip().endswith("# EOF")
 
+    async def test_metrics_gzip_refused_with_q_0_is_not_sent(self, exporter, scripted) -> None:
+        """Given a body over the gzip threshold, when scraped with gzip refused
+        (gzip;q=0), then the body is sent uncompressed."""
+        # Arrange
+        worker = await scripted(seconds=2.0)
+        client = await exporter([worker.address, *(f"unix:/nonexistent/w{i}" for i in range(40))])
+        # Act
+        response = await client.get(
+            "/metrics",
+            headers={"Accept-Encoding": "gzip;q=0, identity"},
+            auto_decompress=False,
+        )
+        text = (await response.read()).decode()
+        # Assert
+        assert "Content-Encoding" not in response.headers
+        assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 2.0}
+
     async def test_metrics_scrape_timeout_at_offset_still_probes(self, exporter, scripted) -> None:
         """Given a healthy worker and the default offset of 0.5 s, when Prometheus
         scrapes with a scrape timeout of 0.5 s (no more than the offset), then the

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 import wool_idle
-from wool_idle.web.metrics import encoder_for, register_build_info
+from wool_idle.web.metrics import accepts_gzip, encoder_for, register_build_info
 
 
 class TestRegisterBuildInfo:
@@ -76,3 +76,29 @@ class TestEncoderFor:
         # Assert
         assert chosen.startswith(content_type)
         assert body.rstrip().endswith("# EOF") == chosen.startswith("application/openmetrics")
+
+
+class TestAcceptsGzip:
+    @pytest.mark.parametrize(
+        ("accept_encoding", "gzip"),
+        [
+            ("gzip", True),
+            ("gzip, deflate, br", True),
+            ("GZIP;q=0.5", True),
+            ("x-gzip", True),
+            ("*", True),
+            ("deflate, *;q=0.1", True),
+            ("", False),
+            ("identity", False),
+            ("deflate, br", False),
+            ("gzip;q=0", False),
+            ("gzip;q=0.000, deflate", False),
+            ("gzip;q=0, *", False),
+            ("*;q=0", False),
+            ("br, gzip; q=0 ,identity", False),
+        ],
+    )
+    def test_accepts_gzip_per_rfc_9110(self, accept_encoding: str, gzip: bool) -> None:
+        """Given an Accept-Encoding header, then gzip is admitted exactly when it is
+        named, or reached through *, with a q above 0 (a q of 0 refuses it)."""
+        assert accepts_gzip(accept_encoding) is gzip

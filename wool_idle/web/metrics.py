@@ -27,14 +27,33 @@ _TEXT_0_0_4_RANGES: Final = frozenset({"text/plain", "text/*", "*/*"})
 
 def render_metrics(request: web.Request, collector: Collector) -> web.Response:
     """Render ``collector`` as ``encoder_for`` the request's ``Accept`` says, gzipped
-    per ``Accept-Encoding`` when the body is at least ``GZIP_MIN_BYTES``."""
+    when its ``Accept-Encoding`` admits gzip (``accepts_gzip``) and the body is at
+    least ``GZIP_MIN_BYTES``."""
     encoder, content_type = encoder_for(request.headers.get("Accept", ""))
     body = encoder(collector)
     response = web.Response(body=body)
     response.headers["Content-Type"] = content_type
-    if len(body) >= GZIP_MIN_BYTES:
-        response.enable_compression()
+    if len(body) >= GZIP_MIN_BYTES and accepts_gzip(request.headers.get("Accept-Encoding", "")):
+        response.enable_compression(web.ContentCoding.gzip)
     return response
+
+
+@functools.lru_cache(maxsize=256)  # a scraper sends the same header every time
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header admits gzip (RFC 9110, 12.5.3): named
+    (``gzip`` or ``x-gzip``), or through ``*`` when gzip is not named, with a ``q``
+    above 0. An empty header asks for no coding."""
+    named: float | None = None
+    wildcard: float | None = None
+    for entry in accept_encoding.split(","):
+        coding, *parameters = (part.strip() for part in entry.split(";"))
+        weight = _weight(dict(_parameter(p) for p in parameters).get("q"))
+        if coding.lower() in ("gzip", "x-gzip"):
+            named = weight if named is None else max(named, weight)
+        elif coding == "*":
+            wildcard = weight
+    chosen = named if named is not None else wildcard
+    return chosen is not None and chosen > 0
 
 
 def encoder_for(accept: str) -> tuple[Encoder, str]:
