@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import html
 import json
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -582,6 +584,22 @@ class TestOtherEndpoints:
         # Assert
         assert worker.address in page and "idle 12.0s" in page
         assert healthy.status == ready.status == 200
+
+    async def test_landing_probe_link_leads_to_its_target(self, exporter, tmp_path: Path) -> None:
+        """Given a target whose unix path holds characters a query treats apart (a
+        space, &, #, %, +), when its link on the landing page is followed, then the
+        probe is of that very target."""
+        # Arrange
+        address = f"unix:{tmp_path}/a b&c#d%20+e.sock"
+        client = await exporter([address])
+        page = await (await client.get("/")).text()
+        # Act
+        link = html.unescape(re.search(r'href="(/probe\?[^"]*)"', page).group(1))
+        response = await client.get(link)
+        text = await response.text()
+        # Assert
+        assert response.status == 200
+        assert by_worker(text, "wool_worker_up") == {address: 0}
 
     async def test_ready_503_until_targets_file_loads(self, exporter, tmp_path: Path) -> None:
         """Given a targets file that does not exist yet, when /-/ready is fetched, then

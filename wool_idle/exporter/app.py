@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import quote
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
@@ -148,7 +149,7 @@ def targets_table(targets: list[Target], last: dict[str, ProbeResult]) -> str:
     for target in targets:
         result = last.get(target.address)
         state = _state(result)
-        link = html.escape(f"/probe?target={target.address}", quote=True)
+        link = html.escape(f"/probe?target={quote(target.address, safe=':/')}", quote=True)
         rows.append(
             f'<tr><td><a href="{link}">{html.escape(target.address)}</a></td>'
             f"<td>{html.escape(state)}</td></tr>"
