@@ -61,8 +61,9 @@ BUILD_INFO: Final = "wool_idle_build_info"
 """Always 1, on the exporter's and the autoscaler's ``/metrics``: labels ``version``,
 ``python`` and ``grpc`` say what runs."""
 
-LABEL_NAME: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-"""A Prometheus label name (names starting ``__`` are reserved for internal use)."""
+LABEL_NAME: Final = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+"""A Prometheus label name (names starting ``__`` are reserved for internal use), with
+``match``: ``\\Z``, not ``$``, which also matches before a final newline."""
 
 DEFAULT_GRACE: Final = 30.0
 """Seconds a worker drains in-flight tasks on stop unless told otherwise."""

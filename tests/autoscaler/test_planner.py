@@ -128,6 +128,39 @@ class TestPolicyPlanner:
             A: Verdict.MIN_WORKERS,
         }
 
+    async def test_record_stopped_retires_every_spelling(self, tmp_path: Path) -> None:
+        """Given a floor of 1, a busy worker, and an idle one read under two spellings
+        (through a symlinked directory and its real path) and stopped under the first,
+        when the symlink is gone the next cycle (that spelling unresolved) and the
+        other spelling reads busy (still draining) beside the first worker now idle,
+        then the draining worker still counts as gone: the idle one is held by the
+        floor, not stopped."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        (tmp_path / "real").mkdir()
+        (tmp_path / "link").symlink_to(tmp_path / "real")
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(tmp_path / "real" / "w.sock"))
+        linked, real = f"unix:{tmp_path}/link/w.sock", f"unix:{tmp_path}/real/w.sock"
+        planner = PolicyPlanner(rule, AddressResolver(ttl=0.0))
+        first = await planner.plan(
+            [Reading(linked, 500.0), Reading(real, 500.0), Reading(A, 0.0)], 0.0
+        )
+        planner.record(linked, StopResult.STOPPED, 0.5)
+        (tmp_path / "link").unlink()
+        # Act
+        second = await planner.plan(
+            [Reading(linked, 0.0), Reading(real, 0.0), Reading(A, 500.0)], 1.0
+        )
+        listening.close()
+        # Assert
+        assert [d.worker for d in first.stops] == [linked]
+        assert {d.worker: d.verdict for d in second.decisions} == {
+            linked: Verdict.UNRESOLVED,
+            real: Verdict.BUSY,
+            A: Verdict.MIN_WORKERS,
+        }
+
     async def test_plan_two_spellings_of_one_worker_count_once(self) -> None:
         """Given the only worker read as 127.0.0.1:P and as localhost:P, both idle, and
         a floor of 1, when planned, then it is not stopped (min_workers, and alias for

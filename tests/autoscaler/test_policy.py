@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from wool_idle.autoscaler.policy import (
@@ -646,6 +646,20 @@ class TestGroupProperties:
         rule=grouped_settings,
         failures=st.sets(st.sampled_from(WORKERS)),
     )
+    @example(  # a retiring worker read as conflicting holds no floor: not subtracted twice
+        history=[
+            (0.5, [Reading("w0", 0.0, group=("hot", "a")), Reading("w6", 1.0, group=("hot", "a"))]),
+            (
+                0.5,
+                [
+                    Reading("w1", 1.0, group=("cold", "a")),
+                    Reading("w6", 0.0, conflicting=True, group=("cold", "a")),
+                ],
+            ),
+        ],
+        rule=PolicySettings(max_idle=1.0, min_workers=0, group_by=("tag", "zone")),
+        failures=set(),
+    )
     @settings(max_examples=300, deadline=None)
     def test_plan_group_invariants(self, history, rule, failures) -> None:
         """Given workers in groups read over several cycles (duplicates, conflicts,
@@ -670,7 +684,7 @@ class TestGroupProperties:
             retiring = Counter(
                 first[w].group
                 for w, since in state.retiring.items()
-                if w in first and first[w].up and now - since < RETIRING_TTL
+                if w in trusted and first[w].up and now - since < RETIRING_TTL
             )
             # Act
             result = plan(readings, state, rule, now)

@@ -41,6 +41,7 @@ class TestDiscoverySpec:
             "local:../etc",
             "local:-pool",
             "local:po\nol",
+            "local:pool\n",  # "$" in a regex matches before a final newline
             "local:pööl",
             "local:" + "n" * 129,
         ],

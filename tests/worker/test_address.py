@@ -27,6 +27,7 @@ class TestParseAddress:
             "ho\x00st:1",
             "[::1\n]:1",
             "unix:/run/w\n.sock",
+            "unix:/run/w\udcff.sock",  # undecodable byte 0xff of argv (surrogateescape)
             "host:-1",
             "host:0",
             "host:65536",

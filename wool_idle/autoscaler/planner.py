@@ -90,7 +90,15 @@ class PolicyPlanner:
         return Plan((*result.decisions, *rejected), result.state, result.candidates)
 
     def record(self, worker: str, result: StopResult, now: float) -> None:
-        self.state = after_stop(self.state, worker, result=result, now=now, settings=self.settings)
+        """What came of a stop of ``worker`` holds for every label of its worker (its
+        ``identity`` in the last plan): a worker stopped under one label counts as gone
+        under the others too, even on a cycle that reads or resolves it only under them."""
+        identity = self._shared.get(worker)
+        labels = [w for w, i in self._shared.items() if i == identity] if identity else [worker]
+        for label in labels:
+            self.state = after_stop(
+                self.state, label, result=result, now=now, settings=self.settings
+            )
 
     def _check_addresses(self, readings: Sequence[Reading]) -> dict[str, bool]:
         """Whether each worker is an address; remembered for the workers seen last cycle."""

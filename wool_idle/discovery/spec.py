@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-_NAMESPACE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_NAMESPACE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")
 """Printable ASCII without blanks or slashes: wool uses a local namespace in a
-file path (``/tmp/wool-<namespace>``)."""
+file path (``/tmp/wool-<namespace>``). ``\\Z``, as ``$`` would pass a final newline."""
 
 
 class DiscoveryKind(StrEnum):

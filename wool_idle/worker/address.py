@@ -23,8 +23,9 @@ def parse_address(text: str, *, listen: bool = False) -> str:
 
     TCP addresses need a port of ASCII digits in 1..65535 (``listen=True`` also
     allows 0, an ephemeral port) and an ASCII host. Unix socket addresses need a
-    non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes. No address holds a
-    control character (a newline, a NUL).
+    non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes, valid UTF-8 (a lone
+    surrogate, from undecodable bytes, can be neither dialled nor rendered as a
+    label). No address holds a control character (a newline, a NUL).
     """
     if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
@@ -32,7 +33,11 @@ def parse_address(text: str, *, listen: bool = False) -> str:
         path = text[len(UNIX_PREFIX) :]
         if not path.strip("/"):
             raise ValueError(f"invalid address {text!r}: unix socket path is empty")
-        if len(path.encode("utf-8", "surrogateescape")) > MAX_UNIX_PATH_BYTES:
+        try:
+            size = len(path.encode("utf-8"))
+        except UnicodeEncodeError:  # undecodable bytes of argv or the environment
+            raise ValueError(f"invalid address {text!r}: path is not valid UTF-8") from None
+        if size > MAX_UNIX_PATH_BYTES:
             raise ValueError(
                 f"invalid address {text!r}: unix socket path longer than "
                 f"{MAX_UNIX_PATH_BYTES} bytes"
