@@ -169,6 +169,12 @@ DIVERGENT: list[tuple[str, str, str]] = [
         "the salt's last character sets bits bcrypt does not use: Go ignores them, "
         "Python's bcrypt refuses the hash, so every login would fail",
     ),
+    (
+        "62_hash_final_newline",
+        f'basic_auth_users: {{alice: "$2y$10${SALTED}\\n"}}',
+        "a hash with a final newline: promtool does not read hashes, and no login could "
+        "ever match it",
+    ),
 ]
 
 

@@ -61,7 +61,7 @@ HEADERS: Final[Mapping[str, tuple[str, ...] | None]] = {
     "X-XSS-Protection": None,
     "Content-Security-Policy": None,
 }
-BCRYPT_HASH: Final = re.compile(r"^\$2[abxy]\$(\d\d)\$[./A-Za-z0-9]{53}$")
+BCRYPT_HASH: Final = re.compile(r"\$2[abxy]\$(\d\d)\$[./A-Za-z0-9]{53}\Z")
 BCRYPT_COSTS: Final = range(4, 32)
 
 
