@@ -16,7 +16,6 @@ BENCHMARKS = [
     "scrapers",
     "worker",
     "autoscaler_cycle",
-    "render",
 ]
 
 pytestmark = pytest.mark.e2e
