@@ -29,7 +29,7 @@ from wool_idle.exporter.reload import Reloads, reload_handler
 from wool_idle.exporter.sd import add_sd_route
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.app import Landing, create_base_app
-from wool_idle.web.metrics import render_metrics, text_0_0_4
+from wool_idle.web.metrics import render_metrics
 from wool_idle.worker.address import parse_address
 
 SCRAPE_TIMEOUT_HEADER: Final = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -55,10 +55,6 @@ class _CollectorChain(Collector):
     def collect(self) -> Iterator[Metric]:
         for collector in self.collectors:
             yield from collector.collect()
-
-    def render_text(self) -> bytes:
-        """Each collector's text format 0.0.4, in order (``text_0_0_4``)."""
-        return b"".join(text_0_0_4(collector) for collector in self.collectors)
 
 
 def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:

@@ -25,7 +25,6 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, PROBE_DURATION, UP, WORKER_INFO
-from wool_idle.exporter.exposition import WORKER_FAMILIES, render_workers
 from wool_idle.exporter.outcome import ErrorReason, ProbeResult
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
@@ -41,16 +40,35 @@ def _gauge(
 
 
 def worker_families(results: Sequence[ProbeResult]) -> list[Metric]:
-    """The per-worker families for ``results`` (``exposition.WORKER_FAMILIES``)."""
+    """The per-worker families for ``results``."""
     labelled = [(result.target.label_dict(), result) for result in results]
-    samples = {
-        WORKER_INFO: ((r.target.info_dict(), 1.0) for r in results if r.target.info),
-        IDLE_SECONDS: ((labels, r.idle) for labels, r in labelled if r.idle is not None),
-        UP: ((labels, float(r.up)) for labels, r in labelled),
-        IDLE_SUPPORTED: ((labels, float(r.supported)) for labels, r in labelled),
-        PROBE_DURATION: ((labels, r.duration) for labels, r in labelled),
-    }
-    return [_gauge(name, help_text, samples[name]) for name, help_text in WORKER_FAMILIES.items()]
+    return [
+        _gauge(
+            WORKER_INFO,
+            "1 per worker found through wool's discovery; its volatile facts as labels.",
+            ((r.target.info_dict(), 1.0) for r in results if r.target.info),
+        ),
+        _gauge(
+            IDLE_SECONDS,
+            "Seconds the worker has been continuously idle, as it reports; absent when unknown.",
+            ((labels, r.idle) for labels, r in labelled if r.idle is not None),
+        ),
+        _gauge(
+            UP,
+            "1 if the worker answered the idle RPC (value, UNIMPLEMENTED, server status), else 0.",
+            ((labels, float(r.up)) for labels, r in labelled),
+        ),
+        _gauge(
+            IDLE_SUPPORTED,
+            "0 if the worker predates the idle RPC (answered UNIMPLEMENTED), else 1 when up.",
+            ((labels, float(r.supported)) for labels, r in labelled),
+        ),
+        _gauge(
+            PROBE_DURATION,
+            "How long the worker's idle RPC took on this scrape.",
+            ((labels, r.duration) for labels, r in labelled),
+        ),
+    ]
 
 
 class ProbeCollector(Collector):
@@ -61,10 +79,6 @@ class ProbeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from worker_families(self.results)
-
-    def render_text(self) -> bytes:
-        """What ``generate_latest`` makes of this collector, rendered directly."""
-        return render_workers(self.results)
 
 
 class ExporterCollector(Collector):

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from prometheus_client.exposition import generate_latest
 
 from wool_idle.exporter.collector import ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
@@ -62,7 +63,7 @@ async def debug_probe(
     kept = target.address in prober.connections.open()
     steps.log("Connection kept open" if kept else "Connection closed")
     steps.log("Probe finished", duration_seconds=time.monotonic() - started)
-    metrics = ProbeCollector([result]).render_text().decode()
+    metrics = generate_latest(ProbeCollector([result])).decode()
     body = (
         "Logs for the probe:\n"
         + "\n".join(steps.lines)

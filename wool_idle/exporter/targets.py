@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wool_idle.contract import WORKER_LABEL
-from wool_idle.exporter.exposition import label_set
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
 from wool_idle.files import TARGETS_FILE_LIMIT, read_regular_file
 from wool_idle.worker.address import parse_address
@@ -52,17 +51,12 @@ class Target:
     says (flags and files: TLS exactly when client TLS is configured)."""
     _label_dict: dict[str, str] = field(init=False, repr=False, compare=False)
     _info_dict: dict[str, str] = field(init=False, repr=False, compare=False)
-    _label_set: str = field(init=False, repr=False, compare=False)
-    _info_set: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Built once per target, not per scrape.
         label_dict = {WORKER_LABEL: self.address, **dict(self.labels)}
-        info_dict = {**label_dict, **dict(self.info)}
         object.__setattr__(self, "_label_dict", label_dict)
-        object.__setattr__(self, "_info_dict", info_dict)
-        object.__setattr__(self, "_label_set", label_set(label_dict))
-        object.__setattr__(self, "_info_set", label_set(info_dict) if self.info else "")
+        object.__setattr__(self, "_info_dict", {**label_dict, **dict(self.info)})
 
     def label_dict(self) -> dict[str, str]:
         """``worker`` plus the target's labels. The same dict every call: do not modify."""
@@ -71,14 +65,6 @@ class Target:
     def info_dict(self) -> dict[str, str]:
         """``label_dict`` plus ``info``: the info series' labels. Do not modify."""
         return self._info_dict
-
-    def label_set(self) -> str:
-        """``label_dict`` in the text format (``exposition.label_set``)."""
-        return self._label_set
-
-    def info_set(self) -> str:
-        """``info_dict`` in the text format; empty when the target has no ``info``."""
-        return self._info_set
 
 
 def parse_targets_document(data: bytes | str, *, syntax: Syntax = "yaml") -> list[Target]:

@@ -57,21 +57,13 @@ def accepts_gzip(accept_encoding: str) -> bool:
 
 
 def encoder_for(accept: str) -> tuple[Encoder, str]:
-    """The text format 0.0.4 whenever ``accept`` allows it (it renders
+    """prometheus-client's text format 0.0.4 whenever ``accept`` allows it (it renders
     at half the cost of OpenMetrics, and Prometheus accepts it); otherwise what
     prometheus-client's ``choose_encoder`` picks (OpenMetrics for a client that
     asks for nothing else)."""
     if _allows_text_0_0_4(accept):
-        return text_0_0_4, CONTENT_TYPE_PLAIN_0_0_4
+        return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
     return choose_encoder(accept)
-
-
-def text_0_0_4(collector: Collector) -> bytes:
-    """``collector`` in the text format 0.0.4: by its own ``render_text()`` where it
-    has one (which returns exactly what ``generate_latest`` would, faster), else by
-    prometheus-client's ``generate_latest``."""
-    render: Callable[[], bytes] | None = getattr(collector, "render_text", None)
-    return render() if render is not None else generate_latest(collector)
 
 
 @functools.lru_cache(maxsize=256)  # a scraper sends the same header every time
