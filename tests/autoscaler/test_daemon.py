@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 from support.wool_pools import unique_namespace
 
-from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.policy import RETIRING_TTL, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery.drop import Dropper, DropResult
@@ -387,9 +388,10 @@ class TestRetirement:
     async def test_retired_mark_ends_when_a_new_worker_answers(
         self, fleet, make_autoscaler
     ) -> None:
-        """Given a worker stopped and marked retired, when the source still reports it
-        up (retiring), then down, then up again (a new worker at the address), then the
-        mark stays through the first two and ends with the third."""
+        """Given a worker stopped and marked retired, when the source reports it up
+        (draining), then down, then up again, then the mark stays all through (a
+        draining worker may read down once); once its retiring time is over, the next
+        up reading (a new worker at the address) ends it."""
         # Arrange
         (address,) = await fleet.start(1)
         source = ScriptedSource()
@@ -407,9 +409,14 @@ class TestRetirement:
             source.readings = [reading]
             await autoscaler.cycle()
             marks.append(retired(autoscaler, address) is not None)
+        state = autoscaler.planner.state
+        expired = {w: since - RETIRING_TTL for w, since in state.retiring.items()}
+        autoscaler.planner.state = replace(state, retiring=expired)
+        await autoscaler.cycle()
+        marks.append(retired(autoscaler, address) is not None)
         # Assert
         assert autoscaler.records[0].result is StopResult.STOPPED
-        assert marks == [True, True, False]
+        assert marks == [True, True, True, False]
 
     async def test_failed_drop_never_undoes_the_stop(
         self, fleet, exporter_process, make_autoscaler, caplog

@@ -143,17 +143,24 @@ class TestPlan:
             "b": Verdict.MIN_WORKERS,
         }
 
-    def test_plan_retiring_forgotten_once_down(self) -> None:
-        """Given a retiring worker, when the source reports it down, then it leaves the
-        retiring set."""
+    def test_plan_retiring_kept_through_a_down_read(self) -> None:
+        """Given a floor of 1 and a worker stopped last cycle, when a read reports it
+        down (its probe timed out while it drained) and the next one up and busy
+        beside an idle worker, then it still counts as gone: the idle worker is held
+        by the floor."""
         # Arrange
-        first = plan([Reading("a", 90.0)], PolicyState(), RULE, 0.0)
-        state = stopped(first.state, "a", 0.0)
+        rule = PolicySettings(max_idle=5.0, min_workers=1)
+        first = plan([Reading("a", 9.0), Reading("b", 0.0)], PolicyState(), rule, 0.0)
+        state = stopped(first.state, "a", 0.5, rule)
         # Act
-        second = plan([Reading("a", None, up=False)], state, RULE, 1.0)
+        down = plan([Reading("a", None, up=False), Reading("b", 0.0)], state, rule, 1.0)
+        back = plan([Reading("a", 0.0), Reading("b", 9.0)], down.state, rule, 2.0)
         # Assert
-        assert set(state.retiring) == {"a"}
-        assert second.state.retiring == {}
+        assert set(down.state.retiring) == {"a"}
+        assert {d.worker: d.verdict for d in back.decisions} == {
+            "a": Verdict.BUSY,
+            "b": Verdict.MIN_WORKERS,
+        }
 
     def test_plan_retiring_kept_while_missing_from_a_read(self) -> None:
         """Given a floor of 1 and a worker stopped last cycle, when a read misses it and

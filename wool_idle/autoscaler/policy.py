@@ -31,8 +31,10 @@ from wool_idle.contract import valid_idle
 
 DEFAULT_MAX_STOPS_PER_CYCLE: Final = 5
 RETIRING_TTL: Final = 300.0
-"""Seconds a stopped worker that the source still reports up counts as retiring.
-Past that, the address is taken to be a new worker (restarted in its place)."""
+"""Seconds a worker a stop was sent to counts as retiring, whatever the reads say in
+between: missing, unresolved, down once (a probe timing out while it drains), up and
+busy. Past that, a worker at the address is taken to be a new one (restarted in its
+place)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +96,8 @@ class PolicyState:
     streaks: Mapping[str, int] = field(default_factory=dict)
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
     retiring: Mapping[str, float] = field(default_factory=dict)
-    """Workers a stop was sent to, and when; they count as gone for the floor. A mark
-    lasts ``RETIRING_TTL``, or until a read reports the worker down; a read that
-    misses the worker (no series, or a label that did not resolve) keeps it, so a
+    """Workers a stop was sent to, and when; they count as gone for the floor and are
+    not stopped again. A mark lasts ``RETIRING_TTL`` whatever the reads say, so a
     worker still draining never counts as alive again."""
     first_seen: Mapping[str, float] = field(default_factory=dict)
     """When each worker of the last cycle was first read (a worker missing from a
@@ -168,11 +169,7 @@ def plan(
     disqualified = {w: _disqualifier(r, settings) for w, r in latest.items()}
     spellings = aliases.spellings(latest, disqualified)
     streaks = {w: state.streaks.get(w, 0) + 1 for w, v in disqualified.items() if v is None}
-    retiring = {
-        w: since
-        for w, since in state.retiring.items()
-        if now - since < RETIRING_TTL and (w not in latest or latest[w].up)
-    }
+    retiring = {w: since for w, since in state.retiring.items() if now - since < RETIRING_TTL}
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     seen = state.first_seen
     first_seen = {w: seen.get(w, now) for w in latest} if settings.min_age else {}
