@@ -326,7 +326,8 @@ class TestMetricsEndpoint:
 
     async def test_metrics_gzip_refused_with_q_0_is_not_sent(self, exporter, scripted) -> None:
         """Given a body over the gzip threshold, when scraped with gzip refused
-        (gzip;q=0), then the body is sent uncompressed."""
+        (gzip;q=0), then the body is sent uncompressed, and the answer says it varies
+        with Accept and Accept-Encoding (a cache must not serve it to another client)."""
         # Arrange
         worker = await scripted(seconds=2.0)
         client = await exporter([worker.address, *(f"unix:/nonexistent/w{i}" for i in range(40))])
@@ -339,6 +340,7 @@ class TestMetricsEndpoint:
         text = (await response.read()).decode()
         # Assert
         assert "Content-Encoding" not in response.headers
+        assert response.headers["Vary"] == "Accept, Accept-Encoding"
         assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 2.0}
 
     async def test_metrics_scrape_timeout_at_offset_still_probes(self, exporter, scripted) -> None:
@@ -376,6 +378,7 @@ class TestMetricsEndpoint:
         # Assert
         assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
         assert response.headers["Content-Encoding"] == "gzip"
+        assert response.headers["Vary"] == "Accept, Accept-Encoding"
         assert "# EOF" not in text
         assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 2.0}
 

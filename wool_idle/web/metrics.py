@@ -28,11 +28,14 @@ _TEXT_0_0_4_RANGES: Final = frozenset({"text/plain", "text/*", "*/*"})
 def render_metrics(request: web.Request, collector: Collector) -> web.Response:
     """Render ``collector`` as ``encoder_for`` the request's ``Accept`` says, gzipped
     when its ``Accept-Encoding`` admits gzip (``accepts_gzip``) and the body is at
-    least ``GZIP_MIN_BYTES``."""
+    least ``GZIP_MIN_BYTES``. The answer says that it varies with both headers
+    (``Vary``), so a cache between scraper and daemon never serves one client's
+    format or coding to another."""
     encoder, content_type = encoder_for(request.headers.get("Accept", ""))
     body = encoder(collector)
     response = web.Response(body=body)
     response.headers["Content-Type"] = content_type
+    response.headers["Vary"] = "Accept, Accept-Encoding"
     if len(body) >= GZIP_MIN_BYTES and accepts_gzip(request.headers.get("Accept-Encoding", "")):
         response.enable_compression(web.ContentCoding.gzip)
     return response
