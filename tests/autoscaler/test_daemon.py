@@ -418,6 +418,14 @@ class TestRetirement:
         assert autoscaler.records[0].result is StopResult.STOPPED
         assert marks == [True, True, True, False]
 
+    async def test_retiring_time_follows_the_grace(self, make_autoscaler) -> None:
+        """Given an autoscaler whose stops drain for 10 minutes, then its planner keeps
+        a stopped worker retiring for that drain and the stop's margin."""
+        # Act
+        autoscaler = make_autoscaler("", source=ScriptedSource(), max_idle=60.0, grace=600.0)
+        # Assert
+        assert autoscaler.planner.settings.retiring_for == 610.0
+
     async def test_failed_drop_never_undoes_the_stop(
         self, fleet, exporter_process, make_autoscaler, caplog
     ) -> None:

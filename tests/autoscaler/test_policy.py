@@ -17,6 +17,7 @@ from wool_idle.autoscaler.policy import (
     Reading,
     after_stop,
     plan,
+    retiring_time,
 )
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import valid_idle
@@ -181,6 +182,29 @@ class TestPlan:
             "a": Verdict.BUSY,
             "b": Verdict.MIN_WORKERS,
         }
+
+    @pytest.mark.parametrize(
+        ("grace", "expected"),
+        [(0.0, RETIRING_TTL), (30.0, RETIRING_TTL), (600.0, 610.0), (-1.0, RETIRING_TTL)],
+    )
+    def test_retiring_time_covers_the_stop_deadline(self, grace: float, expected: float) -> None:
+        """Given a stop's grace, then a stopped worker retires for RETIRING_TTL or the
+        stop's whole deadline (grace and margin) when that is longer; an unbounded
+        grace has no deadline to cover."""
+        assert retiring_time(grace) == expected
+
+    def test_plan_retiring_for_a_long_drain(self) -> None:
+        """Given a rule whose retiring time covers a 10-minute drain, when a stopped
+        worker still reads idle after RETIRING_TTL, then it is still retiring (never
+        stopped twice, gone for the floor) until that time is over."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=0, retiring_for=retiring_time(600.0))
+        state = stopped(PolicyState(), "a", 0.0, rule)
+        # Act
+        draining = verdicts([Reading("a", 95.0)], state, rule=rule, now=RETIRING_TTL + 1.0)
+        after = verdicts([Reading("a", 95.0)], state, rule=rule, now=611.0)
+        # Assert
+        assert (draining, after) == ({"a": Verdict.RETIRING}, {"a": Verdict.STOP})
 
     def test_plan_retiring_expires(self) -> None:
         """Given a worker stopped long ago that the source still reports up and idle

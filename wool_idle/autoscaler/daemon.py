@@ -17,7 +17,7 @@ import gc
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from wool_idle.autoscaler import decision_log
 from wool_idle.autoscaler.actuator import (
@@ -30,7 +30,7 @@ from wool_idle.autoscaler.actuator import (
 from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner, PolicyPlanner
-from wool_idle.autoscaler.policy import Decision, Plan, PolicySettings, Reading
+from wool_idle.autoscaler.policy import Decision, Plan, PolicySettings, Reading, retiring_time
 from wool_idle.autoscaler.sources import Source, SourceError
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery.drop import Dropper
@@ -42,7 +42,8 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 @dataclass
 class Autoscaler:
-    """Runs cycles over ``source``: plans with ``policy``, stops per ``action``."""
+    """Runs cycles over ``source``: plans with ``policy`` (a stopped worker retiring for
+    as long as ``action``'s grace may drain it: ``retiring_time``), stops per ``action``."""
 
     source: Source
     policy: PolicySettings
@@ -57,7 +58,8 @@ class Autoscaler:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
-        self.planner = PolicyPlanner(self.policy)
+        rule = replace(self.policy, retiring_for=retiring_time(self.action.grace))
+        self.planner = PolicyPlanner(rule)
         self.actuator = WorkerActuator(
             self.action,
             max_idle=self.policy.max_idle,

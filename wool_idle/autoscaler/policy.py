@@ -27,14 +27,22 @@ from typing import Final
 
 from wool_idle.autoscaler import aliases, floor
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
-from wool_idle.contract import valid_idle
+from wool_idle.contract import stop_deadline, valid_idle
 
 DEFAULT_MAX_STOPS_PER_CYCLE: Final = 5
 RETIRING_TTL: Final = 300.0
-"""Seconds a worker a stop was sent to counts as retiring, whatever the reads say in
-between: missing, unresolved, down once (a probe timing out while it drains), up and
-busy. Past that, a worker at the address is taken to be a new one (restarted in its
-place)."""
+"""The least time a worker a stop was sent to counts as retiring (``retiring_time``),
+whatever the reads say in between: missing, unresolved, down once (a probe timing out
+while it drains), up and busy. Past it, a worker at the address is taken to be a new
+one (restarted in its place)."""
+
+
+def retiring_time(grace: float) -> float:
+    """How long a worker stopped with ``grace`` counts as retiring: ``RETIRING_TTL``,
+    or the stop's whole deadline (its drain and the margin) when that is longer. With
+    an unbounded grace (< 0) it is ``RETIRING_TTL``: a drain past it counts alive."""
+    deadline = stop_deadline(grace)
+    return RETIRING_TTL if deadline is None else max(RETIRING_TTL, deadline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,9 @@ class PolicySettings:
     min_age: float = 0.0
     group_by: tuple[str, ...] = ()
     dry_run: bool = False
+    retiring_for: float = RETIRING_TTL
+    """How long a worker a stop was sent to counts as retiring; the daemon sets it to
+    ``retiring_time`` of its stops' grace."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.max_idle) and self.max_idle > 0):
@@ -85,6 +96,8 @@ class PolicySettings:
             raise ValueError("wait_count >= 1, min_workers >= 0, max_stops_per_cycle >= 0")
         if not (math.isfinite(self.min_age) and self.min_age >= 0):
             raise ValueError("min_age must be a finite number >= 0")
+        if not (math.isfinite(self.retiring_for) and self.retiring_for > 0):
+            raise ValueError("retiring_for must be a finite number > 0")
         if len(set(self.group_by)) != len(self.group_by):
             raise ValueError("group_by names a label twice")
 
@@ -97,8 +110,8 @@ class PolicyState:
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
     retiring: Mapping[str, float] = field(default_factory=dict)
     """Workers a stop was sent to, and when; they count as gone for the floor and are
-    not stopped again. A mark lasts ``RETIRING_TTL`` whatever the reads say, so a
-    worker still draining never counts as alive again."""
+    not stopped again. A mark lasts ``PolicySettings.retiring_for`` whatever the reads
+    say, so a worker still draining never counts as alive again."""
     first_seen: Mapping[str, float] = field(default_factory=dict)
     """When each worker of the last cycle was first read (a worker missing from a
     cycle is forgotten, and new again when it comes back); kept only with a
@@ -169,7 +182,8 @@ def plan(
     disqualified = {w: _disqualifier(r, settings) for w, r in latest.items()}
     spellings = aliases.spellings(latest, disqualified)
     streaks = {w: state.streaks.get(w, 0) + 1 for w, v in disqualified.items() if v is None}
-    retiring = {w: since for w, since in state.retiring.items() if now - since < RETIRING_TTL}
+    retiring_for = settings.retiring_for
+    retiring = {w: since for w, since in state.retiring.items() if now - since < retiring_for}
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     seen = state.first_seen
     first_seen = {w: seen.get(w, now) for w in latest} if settings.min_age else {}

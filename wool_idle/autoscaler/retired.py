@@ -5,9 +5,9 @@ a worker someone else stopped) and the exporter then reports it down; this
 series tells the alert rules and the dashboard it was retired on purpose.
 Bounded in count and in time: the ``RETIRED_LIMIT`` most recent stops within
 ``RETIRED_MAX_AGE``. A worker's mark ends early when the source reports it up
-once it is no longer retiring (past ``policy.RETIRING_TTL``: a new worker at that
-address). The marks live in this process: after a restart the series is empty
-again. Safe to collect from another thread than the one marking.
+once it is no longer retiring (past ``PolicySettings.retiring_for``: a new worker
+at that address). The marks live in this process: after a restart the series is
+empty again. Safe to collect from another thread than the one marking.
 """
 
 from __future__ import annotations
