@@ -84,6 +84,12 @@ def idle_series(body: bytes) -> int:
     return body.count(b"\nwool_worker_idle_seconds{")
 
 
+def wool_probe(name: str, exporter: Exporter, addresses: list[str]) -> Mode:
+    """One wool-idle ``/probe`` per worker of ``addresses`` on ``exporter``."""
+    urls = [exporter.probe_url(a) for a in addresses]
+    return Mode(name, exporter.pid, urls, probe_answered(b"\nwool_worker_idle_seconds{"))
+
+
 async def run_round(
     session: aiohttp.ClientSession, mode: Mode, lanes: int, rate: float | None
 ) -> int:
@@ -176,31 +182,14 @@ def main() -> None:
                         [blackbox.probe_url(a) for a in fleet.addresses],
                         probe_answered(b"\nprobe_success 1"),
                     ),
-                    Mode(
-                        "wool /probe",
-                        exporter.pid,
-                        [exporter.probe_url(a) for a in fleet.addresses],
-                        probe_answered(b"\nwool_worker_idle_seconds{"),
-                    ),
+                    wool_probe("wool /probe", exporter, fleet.addresses),
                     Mode("wool /metrics", exporter.pid, [exporter.metrics_url], idle_series),
                 ]
                 if adhoc is not None:
-                    modes.append(
-                        Mode(
-                            "wool /probe adhoc",
-                            adhoc.pid,
-                            [adhoc.probe_url(a) for a in fleet.addresses],
-                            probe_answered(b"\nwool_worker_idle_seconds{"),
-                        )
-                    )
+                    modes.append(wool_probe("wool /probe adhoc", adhoc, fleet.addresses))
                 if tuned is not None:
                     modes += [
-                        Mode(
-                            "wool /probe (exp)",
-                            tuned.pid,
-                            [tuned.probe_url(a) for a in fleet.addresses],
-                            probe_answered(b"\nwool_worker_idle_seconds{"),
-                        ),
+                        wool_probe("wool /probe (exp)", tuned, fleet.addresses),
                         Mode("wool /metrics (exp)", tuned.pid, [tuned.metrics_url], idle_series),
                     ]
                 started = time.monotonic()
