@@ -527,6 +527,10 @@ class TestPlan:
             {"max_idle": 1.0, "min_age": math.inf},
             {"max_idle": 1.0, "min_age": math.nan},
             {"max_idle": 1.0, "group_by": ("zone", "zone")},
+            {"max_idle": 1.0, "retiring_for": 0.0},
+            {"max_idle": 1.0, "retiring_for": -1.0},
+            {"max_idle": 1.0, "retiring_for": math.inf},
+            {"max_idle": 1.0, "retiring_for": math.nan},
         ],
     )
     def test_settings_reject_invalid(self, kwargs) -> None:
