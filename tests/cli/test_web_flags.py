@@ -34,3 +34,22 @@ class TestWebConfig:
         assert exited.value.code == 2
         assert len(err.splitlines()) == 1
         assert "argument --web.config.file" in err and "not a regular file" in err
+
+    @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])
+    def test_web_config_nested_too_deeply_exits_2_naming_flag(
+        self, daemon: list[str], tmp_path: Path, capsys
+    ) -> None:
+        """Given --web.config.file nested deeper than YAML's parser recurses, when the
+        daemon checks its config, then it exits 2 with one line naming the flag (not a
+        RecursionError traceback)."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text("a: " + "[" * 50000 + "]" * 50000 + "\n")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main([*daemon, "--web.config.file", str(path), "--web.config.check"])
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert len(err.splitlines()) == 1
+        assert "argument --web.config.file" in err and "nested too deeply" in err

@@ -122,6 +122,16 @@ class TestParseDocument:
         with pytest.raises(ConfigFileError, match=r"^line 2: not valid YAML"):
             parse_document("a: 1\n- x\n")
 
+    @pytest.mark.parametrize("opening", ["[", "{a: ", "- "])
+    def test_parse_document_nested_too_deeply(self, opening: str) -> None:
+        """Given a document nested deeper than the parser's recursion allows, then a
+        ConfigFileError (a hostile file gets a clear error, not a crash)."""
+        depth = 20000
+        closing = {"[": "]", "{a: ": "}", "- ": ""}[opening]
+        document = opening * depth + "x" + closing * depth
+        with pytest.raises(ConfigFileError, match=r"^not valid YAML: nested too deeply"):
+            parse_document(document)
+
     @given(st.text(max_size=200))
     @settings(max_examples=300)
     def test_parse_document_fuzz(self, document: str) -> None:

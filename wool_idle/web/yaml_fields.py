@@ -54,7 +54,7 @@ def load_config_file(
 
 def parse_document(text: str) -> Node | None:
     """The node tree of ``text`` (None for an empty document); ``ConfigFileError``
-    if it is not YAML."""
+    if it is not YAML or nested deeper than the parser can follow."""
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
@@ -62,6 +62,8 @@ def parse_document(text: str) -> Node | None:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigFileError(f"{where}not valid YAML: {problem}") from None
+    except RecursionError:  # the composer recurses once per level of nesting
+        raise ConfigFileError("not valid YAML: nested too deeply") from None
 
 
 def error_at(node: Node, message: str) -> ConfigFileError:
