@@ -10,6 +10,7 @@ import json
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -175,6 +176,63 @@ class TestProtectedExporter:
         for text in (landing, *logs):
             assert PASSWORD not in text and encoded not in text
         assert "xxxxx" not in landing and "bob" not in landing
+
+    async def test_exporter_follows_a_new_user_without_restart(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an exporter locked for "prometheus" and an autoscaler with its own
+        password, when the operator rewrites the web config with the autoscaler's user
+        only, then (no restart) the autoscaler's cycle retires the idle worker, the old
+        user gets 401, and the exporter's log says the web config was reloaded."""
+        # Arrange
+        worker = LocalWorker()
+        address = await worker.start()
+        web = locked_web_config(tmp_path, tls_material, "prometheus")
+        exporter, url = locked_exporter(address, web)
+        url = url.replace("127.0.0.1", "localhost")
+        right = client_config(tmp_path, tls_material, "autoscaler", PASSWORD)
+        try:
+            denied = await asyncio.to_thread(run_cli, once(["--metrics-url", url], right))
+            # Act
+            locked_web_config(tmp_path, tls_material, "autoscaler")
+            answered = await asyncio.to_thread(
+                status_once_changed, url, tls_material.ca, "autoscaler", 401
+            )
+            old_user = await asyncio.to_thread(status_of, url, tls_material.ca, "prometheus")
+            allowed = await asyncio.to_thread(run_cli, once(["--metrics-url", url], right))
+            assert worker.process is not None
+            status = await asyncio.wait_for(worker.process.wait(), 30)
+        finally:
+            exporter.terminate()
+            _, log = exporter.communicate(timeout=30)
+            await worker.kill()
+        # Assert
+        assert denied.returncode == 1 and "HTTP 401" in denied.stderr
+        assert (answered, old_user) == (200, 401)
+        assert allowed.returncode == 0 and "result=stopped" in allowed.stderr, allowed.stderr
+        assert status == 0
+        assert "web config reloaded" in log
+
+
+def status_of(url: str, ca: str, user: str) -> int:
+    """The HTTP status of a GET of ``url`` as ``user`` with ``PASSWORD``, over TLS
+    verified by ``ca``."""
+    context = ssl.create_default_context(cafile=ca)
+    pair = base64.b64encode(f"{user}:{PASSWORD}".encode()).decode()
+    request = urllib.request.Request(url, headers={"Authorization": f"Basic {pair}"})
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def status_once_changed(url: str, ca: str, user: str, before: int) -> int:
+    """``status_of`` until it is no longer ``before`` (at most 30 s); the last one."""
+    deadline = time.monotonic() + 30
+    while (status := status_of(url, ca, user)) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return status
 
 
 def landing_page(base: str) -> str:

@@ -20,6 +20,7 @@ from aiohttp import web
 from wool_idle.web import basicauth
 from wool_idle.web.basicauth import REMEMBERED_MAX, BasicAuth, Handler
 from wool_idle.web.config import WebConfig
+from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$")
@@ -80,7 +81,7 @@ class TestBasicAuth:
     )
     async def test_check(self, value, expected: bool) -> None:
         """Given one user, when headers are checked, then only the right pair passes."""
-        auth = BasicAuth({"prometheus": HASH.encode()})
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         assert await auth.check(value) is expected
         assert await auth.check(value) is expected  # remembered results agree
 
@@ -97,12 +98,34 @@ class TestBasicAuth:
 
         monkeypatch.setattr(basicauth, "checkpw", recording)
         other = bcrypt.hashpw(b"other", bcrypt.gensalt(rounds=4))
-        auth = BasicAuth({"prometheus": HASH.encode(), "grafana": other})
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode(), "grafana": other})
         # Act
         verdict = await auth.check(header("mallory", "s3cret"))
         # Assert
         assert verdict is False
         assert checked == [HASH.encode()]
+
+    async def test_check_follows_the_users_in_force(self) -> None:
+        """Given alice and bob sharing one hash (a copied line) and alice's login
+        remembered, when alice is removed, then her password is refused (her hash is
+        now only the stand-in), and accepted again once she is back."""
+        # Arrange
+        users = {"alice": HASH.encode(), "bob": HASH.encode()}
+        auth = BasicAuth(lambda: users)
+        first = await auth.check(header("alice", "s3cret"))
+        # Act
+        del users["alice"]
+        removed = await auth.check(header("alice", "s3cret"))
+        users["alice"] = HASH.encode()
+        back = await auth.check(header("alice", "s3cret"))
+        # Assert
+        assert (first, removed, back) == (True, False, True)
+
+    async def test_check_without_users_in_force_refuses(self) -> None:
+        """Given no user in force, then a check refuses (the middleware lets requests
+        through without asking)."""
+        auth = BasicAuth(dict)
+        assert await auth.check(header("alice", "s3cret")) is False
 
     async def test_serve_with_the_highest_cost_starts_at_once(self) -> None:
         """Given a user whose hash has bcrypt's highest cost (31: days per check), when
@@ -110,7 +133,7 @@ class TestBasicAuth:
         answers a request without credentials 401 at once."""
         # Arrange
         highest = HASH[:4] + "31" + HASH[6:]
-        config = WebConfig(users={"prometheus": highest.encode()})
+        config = LiveWebConfig(WebConfig(users={"prometheus": highest.encode()}))
         app = web.Application()
 
         async def ok(request: web.Request) -> web.Response:
@@ -131,7 +154,7 @@ class TestBasicAuth:
         """Given a wrong password and an unknown user, when each is checked three
         times, then bcrypt runs once for each (failures are cached like successes)."""
         # Arrange
-        auth = BasicAuth({"prometheus": HASH.encode()})
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         # Act
         for _ in range(3):
             assert not await auth.check(header("prometheus", "wrong"))
@@ -146,7 +169,7 @@ class TestBasicAuth:
         # Arrange
         check = CountingCheck(overlap_wait=0.2)
         monkeypatch.setattr(basicauth, "checkpw", check)
-        auth = BasicAuth({"prometheus": HASH.encode()})
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         # Act
         verdicts = await asyncio.gather(
             *(auth.check(header("prometheus", f"wrong{i}")) for i in range(4))
@@ -162,7 +185,7 @@ class TestBasicAuth:
         """Given the right credentials sent by ten requests at once, then bcrypt runs
         once: the others find the verdict remembered once they get their turn."""
         # Arrange
-        auth = BasicAuth({"prometheus": HASH.encode()})
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         # Act
         verdicts = await asyncio.gather(
             *(auth.check(header("prometheus", "s3cret")) for _ in range(10))
@@ -176,7 +199,7 @@ class TestBasicAuth:
         most REMEMBERED_MAX verdicts, the oldest forgotten first (checked again), and
         the scraper's recent success kept."""
         # Arrange
-        auth = BasicAuth({"prometheus": HASH.encode()})
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         assert await auth.check(header("prometheus", "wrong-first")) is False
         # Act
         for i in range(REMEMBERED_MAX):
@@ -221,7 +244,8 @@ async def guarded_app(arrived: list[web.Request]) -> AsyncIterator[str]:
 
     app = web.Application(middlewares=[arrival])
     app.router.add_get("/", ok)
-    async with serve_app(app, "127.0.0.1:0", WebConfig(users={"prometheus": HASH.encode()})) as url:
+    config = LiveWebConfig(WebConfig(users={"prometheus": HASH.encode()}))
+    async with serve_app(app, "127.0.0.1:0", config) as url:
         yield url
 
 
@@ -309,7 +333,7 @@ import asyncio, base64, sys
 from wool_idle.web.basicauth import BasicAuth
 
 async def main():
-    auth = BasicAuth({"prometheus": sys.argv[1].encode()})
+    auth = BasicAuth(lambda: {"prometheus": sys.argv[1].encode()})
     header = "Basic " + base64.b64encode(b"prometheus:s3cret").decode()
     check = asyncio.ensure_future(auth.check(header))
     await asyncio.sleep(0)

@@ -18,6 +18,7 @@ from support.tls import CertFiles, issue
 from wool_idle.web.client_config import parse_client_config
 from wool_idle.web.client_session import CredentialsUnavailable, RedirectRefused, http_session
 from wool_idle.web.config import parse_web_config
+from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
 
 Seen = list[tuple[str, str | None, int | None]]
@@ -56,7 +57,7 @@ async def serve() -> AsyncIterator[Serve]:
     async with contextlib.AsyncExitStack() as stack:
 
         async def start(app: web.Application, web_config: str = "", base: Path = Path("/")) -> str:
-            config = parse_web_config(web_config, base)
+            config = LiveWebConfig(parse_web_config(web_config, base))
             return await stack.enter_async_context(serve_app(app, "127.0.0.1:0", config))
 
         yield start

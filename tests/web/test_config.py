@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wool_idle.web.config import WebConfig, WebConfigError, load_web_config, parse_web_config
+from wool_idle.web.config import WebConfig, WebConfigError, parse_web_config
+from wool_idle.web.live_config import LiveWebConfig
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$")
 SALTED = "nC5n5gVTNe3SfdG6ODUXWeFIyZDnpdMnUo1vXVmvFLC5zMwMa6vr."
@@ -209,14 +210,14 @@ def promtool_verdicts(paths: list[Path]) -> dict[Path, bool]:
 
 def ours(path: Path) -> bool:
     try:
-        load_web_config(str(path))
+        LiveWebConfig.load(str(path))
     except WebConfigError:
         return False
     return True
 
 
 class TestPromtoolAgreement:
-    def test_load_web_config_agrees_with_promtool(self, config_dir: Path) -> None:
+    def test_web_config_agrees_with_promtool(self, config_dir: Path) -> None:
         """Given every file of the table, when promtool check web-config and wool-idle
         read it, then both accept it or both refuse it, as the table says."""
         # Arrange
@@ -231,7 +232,7 @@ class TestPromtoolAgreement:
         assert {name: promtool[p] for name, p in paths.items()} == table
         assert {name: ours(p) for name, p in paths.items()} == table
 
-    def test_load_web_config_divergences_are_stricter(self, config_dir: Path) -> None:
+    def test_web_config_divergences_are_stricter(self, config_dir: Path) -> None:
         """Given the files where wool-idle differs on purpose, then promtool accepts
         them and wool-idle refuses them (never the other way round)."""
         # Arrange
@@ -259,7 +260,7 @@ class TestParseWebConfig:
             f"  min_version: TLS12\nbasic_auth_users:\n  prometheus: '{HASH}'\n"
         )
         # Act
-        config = load_web_config(str(path))
+        config = LiveWebConfig.load(str(path)).current
         # Assert
         assert config.ssl_context is not None
         assert config.ssl_context.verify_mode is ssl.CERT_REQUIRED
@@ -341,7 +342,7 @@ class TestParseWebConfig:
 
     def test_load_missing_file(self, tmp_path: Path) -> None:
         with pytest.raises(WebConfigError, match="cannot read"):
-            load_web_config(str(tmp_path / "missing.yml"))
+            LiveWebConfig.load(str(tmp_path / "missing.yml"))
 
     @given(st.text(max_size=300))
     @settings(max_examples=300)

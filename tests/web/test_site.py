@@ -16,7 +16,7 @@ from aiohttp import web
 from support.https import presented_serial, serial_after_rotation
 from support.tls import CertFiles, issue
 
-from wool_idle.web.config import load_web_config
+from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
 
 
@@ -111,7 +111,7 @@ class TestServeAppWebConfig:
             "    X-Frame-Options: deny\n    Strict-Transport-Security: max-age=60\n"
             f"basic_auth_users:\n  alice: '{hashed}'\n"
         )
-        config = load_web_config(str(path))
+        config = LiveWebConfig.load(str(path))
         auth = {"Authorization": aiohttp.encode_basic_auth("alice", "pw")}
         answers = []
         # Act
@@ -132,7 +132,7 @@ class TestServeAppWebConfig:
         """Given an HTTPS site, when its certificate files are rewritten, then a later
         handshake presents the new certificate, and HTTPS requests still succeed."""
         # Arrange
-        config = load_web_config(write_web_config(tmp_path, tls_material))
+        config = LiveWebConfig.load(write_web_config(tmp_path, tls_material))
         files = CertFiles(str(tmp_path / "server.crt"), str(tmp_path / "server.key"))
         async with serve_app(hello_app(), "127.0.0.1:0", config) as url:
             first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
@@ -156,7 +156,7 @@ class TestServeAppWebConfig:
         """Given an HTTPS site whose key file is replaced by garbage, when handshakes
         follow, then they present the last good certificate and the failure is logged."""
         # Arrange
-        config = load_web_config(write_web_config(tmp_path, tls_material))
+        config = LiveWebConfig.load(write_web_config(tmp_path, tls_material))
         async with serve_app(hello_app(), "127.0.0.1:0", config) as url:
             first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
             # Act
@@ -166,3 +166,109 @@ class TestServeAppWebConfig:
         # Assert
         assert after == first
         assert any("keeping the TLS files" in record.message for record in caplog.records)
+
+
+async def status_once_changed(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str], before: int, **kw: object
+) -> int:
+    """GET ``url`` until the status is no longer ``before`` (at most 10 s); the last one."""
+    status = before
+    for _ in range(200):
+        async with session.get(url, headers=headers, **kw) as response:  # type: ignore[arg-type]
+            status = response.status
+        if status != before:
+            break
+        await asyncio.sleep(0.05)
+    return status
+
+
+class TestServeAppFollowsWebConfig:
+    async def test_serve_app_users_and_headers_follow_the_file(self, tmp_path: Path) -> None:
+        """Given a site whose web config has alice, when the file is rewritten with bob
+        and another header, then bob logs in, alice gets 401, and responses carry the
+        new header; no restart."""
+        # Arrange
+        hashes = {u: bcrypt.hashpw(u.encode(), bcrypt.gensalt(rounds=4)).decode() for u in "ab"}
+        path = tmp_path / "web.yml"
+        path.write_text(f"basic_auth_users: {{alice: '{hashes['a']}'}}\n")
+        config = LiveWebConfig.load(str(path), interval=0.05)
+        alice = {"Authorization": aiohttp.encode_basic_auth("alice", "a")}
+        bob = {"Authorization": aiohttp.encode_basic_auth("bob", "b")}
+        async with (
+            serve_app(hello_app(), "127.0.0.1:0", config, path="/hello") as url,
+            aiohttp.ClientSession() as session,
+        ):
+            before = [await status_once_changed(session, url, h, 0) for h in (alice, bob)]
+            # Act
+            path.write_text(
+                f"basic_auth_users: {{bob: '{hashes['b']}'}}\n"
+                "http_server_config: {headers: {X-Frame-Options: sameorigin}}\n"
+            )
+            after_bob = await status_once_changed(session, url, bob, 401)
+            async with session.get(url, headers=alice) as response:
+                after_alice, frame = response.status, response.headers.get("X-Frame-Options")
+        # Assert
+        assert before == [200, 401]
+        assert (after_bob, after_alice) == (200, 401)
+        assert frame == "sameorigin"
+
+    async def test_serve_app_auth_turned_on_by_the_file(self, tmp_path: Path) -> None:
+        """Given a site whose web config has no user, when a user is added to the file,
+        then a request without credentials gets 401."""
+        # Arrange
+        hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+        path = tmp_path / "web.yml"
+        path.write_text("http_server_config: {http2: false}\n")
+        config = LiveWebConfig.load(str(path), interval=0.05)
+        async with (
+            serve_app(hello_app(), "127.0.0.1:0", config, path="/hello") as url,
+            aiohttp.ClientSession() as session,
+        ):
+            before = await status_once_changed(session, url, {}, 0)
+            # Act
+            path.write_text(f"basic_auth_users: {{alice: '{hashed}'}}\n")
+            after = await status_once_changed(session, url, {}, 200)
+        # Assert
+        assert (before, after) == (200, 401)
+
+    async def test_serve_app_tls_settings_follow_the_file(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an HTTPS site that asks no client certificate, when the file is
+        rewritten to require one, then a client without a certificate is refused and
+        one with a certificate of the CA is served."""
+        # Arrange
+        path = write_web_config(tmp_path, tls_material)
+        config = LiveWebConfig.load(path, interval=0.05)
+        anonymous = ssl.create_default_context(cafile=tls_material.ca)
+        known = ssl.create_default_context(cafile=tls_material.ca)
+        client = tls_material.clients["exporter"]
+        known.load_cert_chain(client.cert, client.key)
+        shutil.copy(tls_material.ca, tmp_path / "clients-ca.crt")
+
+        async def status(context: ssl.SSLContext) -> int:
+            try:
+                async with (
+                    aiohttp.ClientSession() as session,
+                    session.get(url, ssl=context, server_hostname="localhost") as response,
+                ):
+                    return response.status
+            except aiohttp.ClientError:
+                return 0  # the handshake was refused
+
+        async with serve_app(hello_app(), "127.0.0.1:0", config, path="/hello") as url:
+            before = await status(anonymous)
+            # Act
+            Path(path).write_text(
+                "tls_server_config: {cert_file: server.crt, key_file: server.key,"
+                " client_auth_type: RequireAndVerifyClientCert, client_ca_file: clients-ca.crt}\n"
+            )
+            for _ in range(200):
+                refused = await status(anonymous)
+                if refused != 200:
+                    break
+                await asyncio.sleep(0.05)
+            served = await status(known)
+        # Assert
+        assert before == 200
+        assert (refused, served) == (0, 200)

@@ -39,7 +39,7 @@ from wool_idle.discovery.follow import WoolMissing, require_wool
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.client_config import HttpClientConfig
 from wool_idle.web.client_session import http_session
-from wool_idle.web.config import WebConfig
+from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import register_build_info
 from wool_idle.web.site import serve_app
 
@@ -201,7 +201,7 @@ async def _main(
     http: HttpClientConfig,
     policy: PolicySettings,
     action: ActionSettings,
-    web: WebConfig,
+    web: LiveWebConfig | None,
 ) -> int:
     registry = CollectorRegistry(auto_describe=False)
     register_build_info(registry)

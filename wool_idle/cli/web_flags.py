@@ -8,7 +8,8 @@ import argparse
 
 from wool_idle.cli.parser import Parser
 from wool_idle.cli.values import FILE, LISTEN_ADDRESS
-from wool_idle.web.config import WebConfig, WebConfigError, load_web_config
+from wool_idle.web.config import WebConfigError
+from wool_idle.web.live_config import LiveWebConfig
 
 
 def add_web_flags(parser: Parser) -> None:
@@ -24,7 +25,8 @@ def add_web_flags(parser: Parser) -> None:
     web.add(
         "--web.config.file",
         FILE,
-        "exporter-toolkit web config (TLS, basic auth) for the HTTP endpoints",
+        "exporter-toolkit web config (TLS, basic auth) for the HTTP endpoints, "
+        "followed as it changes",
         default=None,
     )
     web.add(
@@ -36,16 +38,17 @@ def add_web_flags(parser: Parser) -> None:
     )
 
 
-def web_config(parser: Parser, args: argparse.Namespace) -> WebConfig:
-    """Load ``--web.config.file``, exiting 2 with the reason when it is invalid;
-    with ``--web.config.check``, print that it is valid and exit 0."""
+def web_config(parser: Parser, args: argparse.Namespace) -> LiveWebConfig | None:
+    """Load ``--web.config.file`` to be followed (None without one), exiting 2 with
+    the reason when it is invalid; with ``--web.config.check``, print that it is
+    valid and exit 0."""
     path = args.web_config_file
     if path is None:
         if args.web_config_check:
             parser.error("argument --web.config.check: needs --web.config.file")
-        return WebConfig()
+        return None
     try:
-        config = load_web_config(path)
+        config = LiveWebConfig.load(path)
     except WebConfigError as error:
         parser.error(f"argument --web.config.file: {path}: {error}")
     if args.web_config_check:

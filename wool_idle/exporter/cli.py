@@ -37,7 +37,7 @@ from wool_idle.exporter.runtime import (
 )
 from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.targets import Target, TargetSet
-from wool_idle.web.config import WebConfig
+from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import register_build_info
 from wool_idle.web.site import serve_app
 from wool_idle.worker import ClientTls
@@ -144,7 +144,7 @@ async def _serve(
     settings: ExporterSettings,
     targets: TargetSet,
     tls: ClientTls | None,
-    web: WebConfig,
+    web: LiveWebConfig | None,
 ) -> int:
     connections = ConnectionCache(tls=tls, adhoc_limit=daemon.probe_adhoc_limit)
     prober = Prober(

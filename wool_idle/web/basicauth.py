@@ -14,8 +14,9 @@ As exporter-toolkit does it:
   bcrypt, however many times it does so;
 - each verdict, success or failure, is remembered (``REMEMBERED_MAX`` of
   them, least recently used first out), keyed by a SHA-256 of the user, the
-  hash and the password, so a scraper pays bcrypt's cost once and a client
-  repeating a wrong password pays nothing;
+  hash, the password and whether the user is in force, so a scraper pays
+  bcrypt's cost once, a client repeating a wrong password pays nothing, and
+  a remembered verdict stays right when the users change (``live_config``);
 - an unknown user is checked against a configured user's hash (and never
   accepted, whatever the password), so it takes as long as a wrong password;
   no hash is computed at start (a cost-31 hash would take days: bcrypt's cost
@@ -67,14 +68,16 @@ def _never() -> bool:
     return False
 
 
-class BasicAuth:
-    """Checks ``Authorization: Basic`` against ``users`` (user -> bcrypt hash; at
-    least one)."""
+Users = Callable[[], Mapping[str, bytes]]
+"""The users in force (user -> bcrypt hash), asked again for each request."""
 
-    def __init__(self, users: Mapping[str, bytes]) -> None:
-        self.users = dict(users)
-        self._stand_in = next(iter(self.users.values()))
-        """The hash an unknown user is checked against: bcrypt's cost without a match."""
+
+class BasicAuth:
+    """Checks ``Authorization: Basic`` against the users in force; none in force
+    lets every request through (auth is off, as in exporter-toolkit)."""
+
+    def __init__(self, users: Users) -> None:
+        self.users = users
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._one_at_a_time = asyncio.Lock()
         self._turns: dict[str, _Turn] = {}
@@ -82,16 +85,19 @@ class BasicAuth:
     async def check(
         self, header: str | None, *, peer: str = "", gone: Callable[[], bool] = _never
     ) -> bool:
-        """Whether ``header`` carries a known user with the right password. ``peer``
-        names who asks (see ``peer_of``); ``gone`` says whether the asker has left
-        (its check is then not run: False)."""
+        """Whether ``header`` carries a user in force with the right password (False
+        when none is in force). ``peer`` names who asks (see ``peer_of``); ``gone``
+        says whether the asker has left (its check is then not run: False)."""
+        users = self.users()
         credentials = _decode(header)
-        if credentials is None:
+        if credentials is None or not users:
             return False
         user, password = credentials
         name = user.decode("utf-8", "surrogateescape")  # undecodable: no such user
-        hashed = self.users.get(name, self._stand_in)
-        parts = (user, hashed, password)
+        known = name in users
+        # An unknown user is checked against a user's hash: bcrypt's cost, no match.
+        hashed = users[name] if known else next(iter(users.values()))
+        parts = (user, hashed, password, b"known" if known else b"unknown")
         fingerprint = hashlib.sha256(b":".join(p.hex().encode() for p in parts)).digest()
         verdict = self._recall(fingerprint)
         if verdict is None:
@@ -101,7 +107,7 @@ class BasicAuth:
                     if gone():
                         return False
                     matched = await _on_daemon_thread(checkpw, password, hashed)
-                    verdict = matched and name in self.users
+                    verdict = matched and known
                     self._remember(fingerprint, verdict)
         return verdict
 
@@ -131,7 +137,10 @@ class BasicAuth:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Answer 401 unless the request authenticates; then call ``handler``."""
+        """Answer 401 unless the request authenticates (or no user is in force);
+        then call ``handler``."""
+        if not self.users():
+            return await handler(request)
 
         def gone() -> bool:
             transport = request.transport

@@ -21,8 +21,9 @@ does not allow, a missing file or a value out of range is a
 ``WebConfigError`` at start, never a silent default. A bcrypt hash must be one
 bcrypt can check: a cost of 4..31 (as promtool says) and a salt bcrypt reads.
 Cost 31 is legal and absurd: the daemon starts, and each new login takes what
-bcrypt takes at that cost (days). The file is read once;
-the certificate files it names are followed as they rotate (``tls_context``).
+bcrypt takes at that cost (days). The daemons follow the file as it changes
+(``live_config``), and the certificate files it names as they rotate
+(``tls_context``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from wool_idle.web.yaml_fields import (
     entries,
     error_at,
     fields,
-    load_config_file,
+    parse_config_content,
     parse_document,
     text,
     text_map,
@@ -80,9 +81,10 @@ class WebConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def load_web_config(path: str) -> WebConfig:
-    """Read and validate ``path``; ``WebConfigError`` names what is wrong."""
-    return load_config_file(path, parse_web_config, WebConfigError)
+def web_config_of(content: bytes, path: str) -> WebConfig:
+    """Validate ``content``, the bytes read from the file at ``path``;
+    ``WebConfigError`` names what is wrong."""
+    return parse_config_content(content, path, parse_web_config, WebConfigError)
 
 
 def parse_web_config(content: str, base: Path) -> WebConfig:

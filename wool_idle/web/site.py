@@ -12,10 +12,12 @@ only, over TLS too (as exporter-toolkit does with ``http2: false``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import ssl
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 from aiohttp import web
@@ -23,6 +25,7 @@ from aiohttp import web
 from wool_idle.unix_socket import claim_unix_socket
 from wool_idle.web.basicauth import BasicAuth
 from wool_idle.web.config import WebConfig
+from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.worker.address import UNIX_PREFIX, split_host_port
 
 EXPORTER_PORT: Final = 9478
@@ -37,27 +40,31 @@ EXPORTER_METRICS_URL: Final = f"http://{EXPORTER_LISTEN}/metrics"
 
 @contextlib.asynccontextmanager
 async def serve_app(
-    app: web.Application, listen: str, config: WebConfig | None = None, *, path: str = ""
+    app: web.Application, listen: str, config: LiveWebConfig | None = None, *, path: str = ""
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``listen`` (``host:port``, port 0 for any, or ``unix:/path``)
-    with the TLS, basic auth and headers of ``config``, yielding the URL of
-    ``path`` (the base URL by default); stop on exit. Raises ``OSError`` if the
-    address cannot be bound."""
-    config = config or WebConfig()
-    if config.users:
-        app.middlewares.append(BasicAuth(config.users).middleware)
-    if config.headers:
-        app.on_response_prepare.append(_with_headers(config.headers))
+    with the TLS, basic auth and headers of ``config`` in force (followed as its
+    file changes), yielding the URL of ``path`` (the base URL by default); stop
+    on exit. Raises ``OSError`` if the address cannot be bound."""
+    config = config or LiveWebConfig(WebConfig())
+    if config.followed or config.current.users:
+        app.middlewares.append(BasicAuth(lambda: config.current.users).middleware)
+    if config.followed or config.current.headers:
+        app.on_response_prepare.append(_with_headers(config))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
-        base = await _start(runner, listen, config)
+        base = await _start(runner, listen, config.server_context())
     except BaseException:
         await runner.cleanup()
         raise
+    following = asyncio.ensure_future(config.follow())
     try:
         yield base + path
     finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
         await runner.cleanup()
         if listen.startswith(UNIX_PREFIX):  # ours: we bound it
             with contextlib.suppress(FileNotFoundError):
@@ -65,27 +72,28 @@ async def serve_app(
 
 
 def _with_headers(
-    headers: Mapping[str, str],
+    config: LiveWebConfig,
 ) -> Callable[[web.Request, web.StreamResponse], Awaitable[None]]:
-    """A response-prepare hook setting ``headers`` on every response (401s and 404s too)."""
+    """A response-prepare hook setting the headers in force on every response (401s
+    and 404s too)."""
 
     async def add(request: web.Request, response: web.StreamResponse) -> None:
-        response.headers.update(headers)
+        response.headers.update(config.current.headers)
 
     return add
 
 
-async def _start(runner: web.AppRunner, listen: str, config: WebConfig) -> str:
-    scheme = "https" if config.ssl_context else "http"
+async def _start(runner: web.AppRunner, listen: str, ssl_context: ssl.SSLContext | None) -> str:
+    scheme = "https" if ssl_context else "http"
     site: web.BaseSite
     if listen.startswith(UNIX_PREFIX):
         path = listen.removeprefix(UNIX_PREFIX)
         claim_unix_socket(path)
-        site = web.UnixSite(runner, path, ssl_context=config.ssl_context)
+        site = web.UnixSite(runner, path, ssl_context=ssl_context)
         await site.start()
         return f"{scheme}+unix://{urllib.parse.quote(path, safe='')}"
     host, port = split_host_port(listen)
-    site = web.TCPSite(runner, host, port, ssl_context=config.ssl_context)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
     return f"{scheme}://{_bound(runner, listen)}"
 

@@ -46,10 +46,22 @@ def load_config_file(
     """``parse`` the file at ``path`` (a bounded regular file, UTF-8) with its
     directory as the base of relative paths; ``error`` if it cannot be read."""
     try:
-        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as reason:
+        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT)
+    except OSError as reason:
         raise error(f"cannot read {path!r}: {reason}") from None
-    return parse(content, Path(path).resolve().parent)
+    return parse_config_content(content, path, parse, error)
+
+
+def parse_config_content(
+    content: bytes, path: str, parse: Callable[[str, Path], Parsed], error: type[ValueError]
+) -> Parsed:
+    """``parse`` ``content``, the bytes read from the file at ``path`` (UTF-8), with
+    the file's directory as the base of relative paths; ``error`` if not UTF-8."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as reason:
+        raise error(f"cannot read {path!r}: {reason}") from None
+    return parse(text, Path(path).resolve().parent)
 
 
 def parse_document(text: str) -> Node | None:

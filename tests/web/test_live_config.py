@@ -1,0 +1,253 @@
+"""The web config in force follows its file: good versions replace it, bad ones are
+logged once and leave the last good one in force."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+from wool_idle.web.config import WebConfig, WebConfigError
+from wool_idle.web.live_config import LiveWebConfig
+
+ALICE = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4)).decode()
+BOB = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=4)).decode()
+
+
+def users(*names: str) -> str:
+    hashes = {"alice": ALICE, "bob": BOB}
+    return "basic_auth_users:\n" + "".join(f"  {name}: '{hashes[name]}'\n" for name in names)
+
+
+def tls_config(directory: Path, tls_material, extra: str = "") -> str:
+    """A ``tls_server_config`` line serving copies of the server files in ``directory``."""
+    shutil.copy(tls_material.server.cert, directory / "server.crt")
+    shutil.copy(tls_material.server.key, directory / "server.key")
+    return f"tls_server_config: {{cert_file: server.crt, key_file: server.key{extra}}}\n"
+
+
+async def settle(live: LiveWebConfig) -> None:
+    """Look at the file twice, as following does over two intervals: a version is
+    loaded once two looks in a row found it."""
+    await live.recheck()
+    await live.recheck()
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+class TestLiveWebConfig:
+    async def test_new_users_and_headers_are_put_in_force(self, tmp_path: Path, caplog) -> None:
+        """Given a followed file with alice, when it is rewritten with bob and a header,
+        then bob and the header are in force, and the reload is logged."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        caplog.set_level(logging.INFO, logger="wool_idle.web.live_config")
+        # Act
+        path.write_text(users("bob") + "http_server_config: {headers: {X-Frame-Options: deny}}\n")
+        await settle(live)
+        # Assert
+        assert set(live.current.users) == {"bob"}
+        assert live.current.headers == {"X-Frame-Options": "deny"}
+        assert any("web config reloaded" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            "basic_auth_users: {alice: not-a-hash}\n",
+            "basic_auth_users: [\n",
+            "unknown_key: 1\n",
+            "tls_server_config: {cert_file: missing.crt, key_file: missing.key}\n",
+            None,  # the file is gone
+        ],
+        ids=["bad-hash", "not-yaml", "unknown-key", "missing-certificate", "gone"],
+    )
+    async def test_bad_version_keeps_the_last_good_and_is_logged_once(
+        self, tmp_path: Path, caplog, bad: str | None
+    ) -> None:
+        """Given a followed file, when it becomes invalid (or is removed) and is looked
+        at twice, then the last good users stay in force, and one warning names the
+        file and the reason."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        good = live.current
+        # Act
+        if bad is None:
+            path.unlink()
+        else:
+            path.write_text(bad)
+        await settle(live)
+        await settle(live)
+        # Assert
+        assert live.current is good
+        found = warnings(caplog)
+        assert len(found) == 1
+        assert found[0].startswith(f"keeping the web config loaded before: {path}: ")
+
+    async def test_good_version_after_a_bad_one_is_put_in_force(self, tmp_path: Path) -> None:
+        """Given a followed file that became invalid, when it is mended, then the mended
+        version is in force."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        path.write_text("basic_auth_users: {alice: not-a-hash}\n")
+        await settle(live)
+        # Act
+        path.write_text(users("bob"))
+        await settle(live)
+        # Assert
+        assert set(live.current.users) == {"bob"}
+
+    async def test_failed_version_is_tried_again_while_the_file_is_unchanged(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a new version naming certificate files that are not there yet, when
+        they appear (the web config file itself unchanged), then the version is in
+        force at the next look."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(tls_config(tmp_path, tls_material))
+        live = LiveWebConfig.load(str(path))
+        text = "tls_server_config: {cert_file: new.crt, key_file: new.key}\n" + users("bob")
+        path.write_text(text)
+        await settle(live)
+        refused = live.current
+        # Act
+        shutil.copy(tls_material.server.cert, tmp_path / "new.crt")
+        shutil.copy(tls_material.server.key, tmp_path / "new.key")
+        await live.recheck()
+        # Assert
+        assert set(refused.users) == set()
+        assert set(live.current.users) == {"bob"}
+
+    async def test_version_caught_being_written_never_serves(self, tmp_path: Path) -> None:
+        """Given a followed file with alice, when a look catches it truncated (no users:
+        auth off) and the next finds it written out with bob, then alice stays in force
+        through both (neither was found twice), and bob once a third look agrees."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        seen = []
+        # Act
+        for text in ("", users("bob"), users("bob")):
+            path.write_text(text)
+            await live.recheck()
+            seen.append(set(live.current.users))
+        # Assert
+        assert seen == [{"alice"}, {"alice"}, {"bob"}]
+
+    async def test_unchanged_file_is_not_parsed_again(self, tmp_path: Path, caplog) -> None:
+        """Given a followed file, when it is looked at without a change, then the same
+        config stays in force and nothing is logged."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        first = live.current
+        caplog.set_level(logging.INFO, logger="wool_idle.web.live_config")
+        # Act
+        await live.recheck()
+        # Assert
+        assert live.current is first
+        assert not caplog.records
+
+    @pytest.mark.parametrize("starts_with_tls", [True, False], ids=["tls-off", "tls-on"])
+    async def test_tls_cannot_be_turned_on_or_off(
+        self, tmp_path: Path, tls_material, caplog, starts_with_tls: bool
+    ) -> None:
+        """Given a followed file serving with TLS (or without), when a version turns
+        TLS off (or on), then it is refused: the listener cannot change."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        tls = tls_config(tmp_path, tls_material)
+        path.write_text((tls if starts_with_tls else "") + users("alice"))
+        live = LiveWebConfig.load(str(path))
+        first = live.current
+        # Act
+        path.write_text(("" if starts_with_tls else tls) + users("bob"))
+        await settle(live)
+        # Assert
+        assert live.current is first
+        assert warnings(caplog) == [
+            f"keeping the web config loaded before: {path}: "
+            "TLS can only be turned on or off by a restart"
+        ]
+
+    def test_load_refuses_a_missing_file(self, tmp_path: Path) -> None:
+        with pytest.raises(WebConfigError, match="cannot read"):
+            LiveWebConfig.load(str(tmp_path / "missing.yml"))
+
+    async def test_a_config_without_a_file_is_not_followed(self) -> None:
+        """Given a config of no file, then following it ends at once, and it stays."""
+        # Arrange
+        config = WebConfig(headers={"X-Frame-Options": "deny"})
+        live = LiveWebConfig(config)
+        # Act
+        await live.follow()
+        # Assert
+        assert not live.followed
+        assert live.current is config
+        assert live.server_context() is None
+
+    async def test_symlink_swap_is_followed(self, tmp_path: Path) -> None:
+        """Given a file reached through a symlink (a Kubernetes Secret volume swaps its
+        ``..data`` link atomically), when the link is swapped to a new version, then
+        that version is in force."""
+        # Arrange
+        for version, name in (("v1", "alice"), ("v2", "bob")):
+            (tmp_path / version).mkdir()
+            (tmp_path / version / "web.yml").write_text(users(name))
+        (tmp_path / "..data").symlink_to("v1")
+        path = tmp_path / "web.yml"
+        path.symlink_to("..data/web.yml")
+        live = LiveWebConfig.load(str(path))
+        # Act
+        (tmp_path / "..data_tmp").symlink_to("v2")
+        (tmp_path / "..data_tmp").replace(tmp_path / "..data")
+        await settle(live)
+        # Assert
+        assert set(live.current.users) == {"bob"}
+
+    async def test_follow_outlives_an_unexpected_failure(
+        self, tmp_path: Path, monkeypatch, caplog
+    ) -> None:
+        """Given a look at the file that fails in an unforeseen way, when following goes
+        on, then the failure is logged and the next good version is still put in force."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path), interval=0.01)
+        real = live.recheck
+        calls = 0
+
+        async def failing_once() -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise RuntimeError("unforeseen")
+            await real()
+
+        monkeypatch.setattr(live, "recheck", failing_once)
+        path.write_text(users("bob"))
+        # Act
+        following = asyncio.ensure_future(live.follow())
+        for _ in range(500):
+            if "bob" in live.current.users:
+                break
+            await asyncio.sleep(0.01)
+        following.cancel()
+        # Assert
+        assert set(live.current.users) == {"bob"}
+        logged = [r.exc_info[1] for r in caplog.records if r.exc_info and r.exc_info[1]]
+        assert [str(error) for error in logged] == ["unforeseen"]
