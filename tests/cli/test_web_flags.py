@@ -53,3 +53,28 @@ class TestWebConfig:
         assert exited.value.code == 2
         assert len(err.splitlines()) == 1
         assert "argument --web.config.file" in err and "nested too deeply" in err
+
+    @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])
+    @pytest.mark.parametrize(
+        ("cert_file", "reason"),
+        [("fifo", "a FIFO, not a regular file"), ('"a\\0b"', "NUL character in the path")],
+        ids=["fifo", "nul"],
+    )
+    def test_web_config_certificate_file_refused_exits_2(
+        self, daemon: list[str], cert_file: str, reason: str, tmp_path: Path, capsys
+    ) -> None:
+        """Given a web config naming a FIFO (OpenSSL would wait for a writer) or a path
+        with a NUL character as its certificate, when the daemon checks its config,
+        then it exits 2 at once with one line naming the flag and the reason."""
+        # Arrange
+        os.mkfifo(tmp_path / "fifo")
+        path = tmp_path / "web.yml"
+        path.write_text(f"tls_server_config: {{cert_file: {cert_file}, key_file: fifo}}\n")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main([*daemon, "--web.config.file", str(path), "--web.config.check"])
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert len(err.splitlines()) == 1
+        assert "argument --web.config.file" in err and reason in err

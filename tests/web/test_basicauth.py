@@ -254,6 +254,49 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.01)
 
 
+class TestBasicAuthUsersChanging:
+    async def test_check_running_when_its_user_is_removed_refuses(self, monkeypatch) -> None:
+        """Given a check of alice's right password running, when alice is removed from
+        the users in force before it ends, then it refuses her."""
+        # Arrange
+        check = GatedCheck()
+        monkeypatch.setattr(basicauth, "checkpw", check)
+        users = {"alice": HASH.encode(), "bob": HASH.encode()}
+        auth = BasicAuth(lambda: users)
+        running = asyncio.ensure_future(auth.check(header("alice", "s3cret")))
+        await until(lambda: len(check.passwords) == 1)
+        # Act
+        del users["alice"]
+        check.gate.set()
+        verdict = await running
+        # Assert
+        assert verdict is False
+
+    async def test_check_queued_for_a_replaced_hash_is_not_run(self, monkeypatch) -> None:
+        """Given a check waiting behind another for bcrypt, when its user's hash is
+        replaced meanwhile, then it refuses without running bcrypt (the next login
+        is checked against the new hash)."""
+        # Arrange
+        check = GatedCheck()
+        monkeypatch.setattr(basicauth, "checkpw", check)
+        new = bcrypt.hashpw(b"new", bcrypt.gensalt(rounds=4))
+        users = {"alice": HASH.encode(), "bob": HASH.encode()}
+        auth = BasicAuth(lambda: users)
+        held = asyncio.ensure_future(auth.check(header("bob", "held"), peer="b"))
+        await until(lambda: len(check.passwords) == 1)
+        queued = asyncio.ensure_future(auth.check(header("alice", "s3cret"), peer="a"))
+        await asyncio.sleep(0.05)
+        # Act
+        users["alice"] = new
+        check.gate.set()
+        verdicts = (await held, await queued)
+        fresh = await auth.check(header("alice", "new"), peer="a")
+        # Assert
+        assert verdicts == (False, False)
+        assert fresh is True
+        assert check.passwords == [b"held", b"new"]
+
+
 class TestBasicAuthFlood:
     async def test_middleware_flood_from_one_peer_delays_another_by_one_check(
         self, monkeypatch

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 from pathlib import Path
 
 import bcrypt
 import pytest
+from support.clock import Clock
 
 from wool_idle.web.config import WebConfig, WebConfigError
-from wool_idle.web.live_config import LiveWebConfig
+from wool_idle.web.live_config import FAILED_RETRY, LiveWebConfig
 
 ALICE = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4)).decode()
 BOB = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=4)).decode()
@@ -108,26 +110,31 @@ class TestLiveWebConfig:
         # Assert
         assert set(live.current.users) == {"bob"}
 
-    async def test_failed_version_is_tried_again_while_the_file_is_unchanged(
+    async def test_failed_version_is_tried_again_after_the_retry_time(
         self, tmp_path: Path, tls_material
     ) -> None:
         """Given a new version naming certificate files that are not there yet, when
-        they appear (the web config file itself unchanged), then the version is in
-        force at the next look."""
+        they appear (the web config file itself unchanged), then the version is not
+        parsed again before the retry time, and is in force at the first look after."""
         # Arrange
+        clock = Clock()
         path = tmp_path / "web.yml"
         path.write_text(tls_config(tmp_path, tls_material))
-        live = LiveWebConfig.load(str(path))
-        text = "tls_server_config: {cert_file: new.crt, key_file: new.key}\n" + users("bob")
-        path.write_text(text)
+        live = LiveWebConfig.load(str(path), clock=clock)
+        path.write_text(
+            "tls_server_config: {cert_file: new.crt, key_file: new.key}\n" + users("bob")
+        )
         await settle(live)
-        refused = live.current
-        # Act
         shutil.copy(tls_material.server.cert, tmp_path / "new.crt")
         shutil.copy(tls_material.server.key, tmp_path / "new.key")
+        # Act
+        clock.now = FAILED_RETRY - 0.5
+        await live.recheck()
+        early = set(live.current.users)
+        clock.now = FAILED_RETRY
         await live.recheck()
         # Assert
-        assert set(refused.users) == set()
+        assert early == set()
         assert set(live.current.users) == {"bob"}
 
     async def test_version_caught_being_written_never_serves(self, tmp_path: Path) -> None:
@@ -180,8 +187,7 @@ class TestLiveWebConfig:
         # Assert
         assert live.current is first
         assert warnings(caplog) == [
-            f"keeping the web config loaded before: {path}: "
-            "TLS can only be turned on or off by a restart"
+            f"keeping the web config loaded before: {path}: turning TLS on or off takes a restart"
         ]
 
     def test_load_refuses_a_missing_file(self, tmp_path: Path) -> None:
@@ -251,3 +257,148 @@ class TestLiveWebConfig:
         assert set(live.current.users) == {"bob"}
         logged = [r.exc_info[1] for r in caplog.records if r.exc_info and r.exc_info[1]]
         assert [str(error) for error in logged] == ["unforeseen"]
+
+
+TLS_FILES = "cert_file: server.crt, key_file: server.key"
+REQUIRED = f"{TLS_FILES}, client_auth_type: RequireAndVerifyClientCert, client_ca_file: ca.crt"
+
+
+class TestWeakerVersions:
+    """A version that would let in what the config in force keeps out is refused: a
+    writer that stops half way must not open the endpoints."""
+
+    @pytest.mark.parametrize(
+        ("before", "after", "reason"),
+        [
+            (users("alice"), "", "turning basic auth off"),
+            (users("alice"), "basic_auth_users:\n", "turning basic auth off"),
+            (
+                f"tls_server_config: {{{REQUIRED}}}\n",
+                f"tls_server_config: {{{TLS_FILES}}}\n",
+                "asking less of client certificates (client_auth_type)",
+            ),
+            (
+                f"tls_server_config: {{{REQUIRED}}}\n",
+                f"tls_server_config: {{{TLS_FILES}, client_auth_type: VerifyClientCertIfGiven,"
+                " client_ca_file: ca.crt}\n",
+                "asking less of client certificates (client_auth_type)",
+            ),
+            (
+                f"tls_server_config: {{{REQUIRED}}}\n",
+                f"tls_server_config: {{{TLS_FILES},"
+                " client_auth_type: RequireAndVerifyClientCert}\n",
+                "trusting the system's CAs for client certificates instead of client_ca_file",
+            ),
+            (
+                f"tls_server_config: {{{TLS_FILES}, min_version: TLS13}}\n",
+                f"tls_server_config: {{{TLS_FILES}}}\n",
+                "a lower min_version",
+            ),
+        ],
+        ids=["empty-file", "no-users", "no-client-auth", "optional", "system-cas", "tls12"],
+    )
+    async def test_weaker_version_is_refused(
+        self, tmp_path: Path, tls_material, caplog, before: str, after: str, reason: str
+    ) -> None:
+        """Given a config in force, when the file settles on a weaker version (as a
+        write cut short leaves it), then it is refused with the reason, however long
+        it stays."""
+        # Arrange
+        copy_tls(tmp_path, tls_material)
+        path = tmp_path / "web.yml"
+        path.write_text(before)
+        live = LiveWebConfig.load(str(path), retry=0.0)
+        first = live.current
+        # Act
+        path.write_text(after)
+        for _ in range(3):
+            await settle(live)
+        # Assert
+        assert live.current is first
+        assert warnings(caplog) == [
+            f"keeping the web config loaded before: {path}: {reason} takes a restart"
+        ]
+
+    @pytest.mark.parametrize(
+        ("before", "after"),
+        [
+            (users("alice", "bob"), users("bob")),
+            (f"tls_server_config: {{{TLS_FILES}}}\n", f"tls_server_config: {{{REQUIRED}}}\n"),
+            (
+                f"tls_server_config: {{{TLS_FILES}}}\n",
+                f"tls_server_config: {{{TLS_FILES}, min_version: TLS13}}\n",
+            ),
+            ("", users("alice")),
+        ],
+        ids=["fewer-users", "client-certificates", "tls13", "auth-on"],
+    )
+    async def test_stricter_version_is_put_in_force(
+        self, tmp_path: Path, tls_material, before: str, after: str
+    ) -> None:
+        # Arrange
+        copy_tls(tmp_path, tls_material)
+        path = tmp_path / "web.yml"
+        path.write_text(before)
+        live = LiveWebConfig.load(str(path))
+        first = live.current
+        # Act
+        path.write_text(after)
+        await settle(live)
+        # Assert
+        assert live.current is not first
+
+
+def copy_tls(directory: Path, tls_material) -> None:
+    shutil.copy(tls_material.server.cert, directory / "server.crt")
+    shutil.copy(tls_material.server.key, directory / "server.key")
+    shutil.copy(tls_material.ca, directory / "ca.crt")
+
+
+@pytest.mark.timeout(60)  # OpenSSL opening a FIFO would wait for a writer forever: fail
+class TestHostileVersions:
+    @pytest.mark.parametrize("key", ["cert_file", "client_ca_file"])
+    async def test_fifo_named_by_a_new_version_is_refused(
+        self, tmp_path: Path, tls_material, caplog, key: str
+    ) -> None:
+        """Given a new version naming a FIFO as a certificate file, then it is refused
+        at once (OpenSSL never opens it), and a later good version is still followed."""
+        # Arrange
+        copy_tls(tmp_path, tls_material)
+        os.mkfifo(tmp_path / "fifo")
+        path = tmp_path / "web.yml"
+        path.write_text(f"tls_server_config: {{{TLS_FILES}}}\n")
+        live = LiveWebConfig.load(str(path))
+        named = {"cert_file": "server.crt", "client_ca_file": "ca.crt", key: "fifo"}
+        # Act
+        path.write_text(
+            f"tls_server_config: {{cert_file: {named['cert_file']}, key_file: server.key,"
+            " client_auth_type: RequireAndVerifyClientCert,"
+            f" client_ca_file: {named['client_ca_file']}}}\n"
+        )
+        await settle(live)
+        refused = live.current
+        path.write_text(f"tls_server_config: {{{REQUIRED}}}\n")
+        await settle(live)
+        # Assert
+        assert refused.tls is not None and refused.tls.client_ca_file is None
+        assert "a FIFO, not a regular file" in warnings(caplog)[0]
+        assert live.current.tls is not None and live.current.tls.client_ca_file is not None
+
+    async def test_nul_in_a_path_is_refused(self, tmp_path: Path, tls_material, caplog) -> None:
+        """Given a new version with a NUL character in a file path, then it is refused
+        with a reason, logged once."""
+        # Arrange
+        copy_tls(tmp_path, tls_material)
+        path = tmp_path / "web.yml"
+        path.write_text(f"tls_server_config: {{{TLS_FILES}}}\n")
+        live = LiveWebConfig.load(str(path), retry=0.0)
+        first = live.current
+        # Act
+        path.write_text('tls_server_config: {cert_file: "a\\0b", key_file: server.key}\n')
+        for _ in range(3):
+            await settle(live)
+        # Assert
+        assert live.current is first
+        assert [w.rpartition(": ")[0].rpartition(": ")[2] for w in warnings(caplog)] == [
+            "tls_server_config.cert_file"
+        ]

@@ -272,3 +272,38 @@ class TestServeAppFollowsWebConfig:
         # Assert
         assert before == 200
         assert (refused, served) == (0, 200)
+
+    async def test_serve_app_kubernetes_secret_update_rotates_the_certificate(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a web config and certificate mounted as a Kubernetes Secret volume does
+        it (every name a link through ``..data`` to a timestamped directory), when the
+        kubelet swaps ``..data`` to a new directory with a new certificate and deletes
+        the old one, then handshakes present the new certificate."""
+
+        # Arrange
+        def version(name: str) -> CertFiles:
+            directory = tmp_path / name
+            directory.mkdir()
+            (directory / "web.yml").write_text(
+                "tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n"
+            )
+            shutil.copy(tls_material.server.cert, directory / "tls.crt")
+            shutil.copy(tls_material.server.key, directory / "tls.key")
+            return CertFiles(str(directory / "tls.crt"), str(directory / "tls.key"))
+
+        version("..2026_11_30_01")
+        (tmp_path / "..data").symlink_to("..2026_11_30_01")
+        for name in ("web.yml", "tls.crt", "tls.key"):
+            (tmp_path / name).symlink_to(f"..data/{name}")
+        config = LiveWebConfig.load(str(tmp_path / "web.yml"), interval=0.05)
+        async with serve_app(hello_app(), "127.0.0.1:0", config) as url:
+            first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
+            # Act
+            rotated = issue(tls_material.ca, version("..2026_11_30_02"), ("localhost",))
+            (tmp_path / "..data_tmp").symlink_to("..2026_11_30_02")
+            (tmp_path / "..data_tmp").replace(tmp_path / "..data")
+            shutil.rmtree(tmp_path / "..2026_11_30_01")
+            seen = await asyncio.to_thread(serial_after_rotation, url, tls_material.ca, rotated)
+        # Assert
+        assert seen == rotated != first

@@ -31,9 +31,9 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import hashlib
 import ipaddress
-import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +41,8 @@ from typing import Final
 
 import bcrypt
 from aiohttp import web
+
+from wool_idle.daemon_thread import on_daemon_thread
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REMEMBERED_MAX: Final = 1024
@@ -87,7 +89,12 @@ class BasicAuth:
     ) -> bool:
         """Whether ``header`` carries a user in force with the right password (False
         when none is in force). ``peer`` names who asks (see ``peer_of``); ``gone``
-        says whether the asker has left (its check is then not run: False)."""
+        says whether the asker has left (its check is then not run: False).
+
+        The users in force may change while a check waits or runs: a user whose
+        hash is no longer in force by then is refused (fail closed), so a removed
+        user or an old password never gets in after the change, and a queued check
+        of a replaced hash does not run."""
         users = self.users()
         credentials = _decode(header)
         if credentials is None or not users:
@@ -104,12 +111,21 @@ class BasicAuth:
             async with self._turn_of(peer), self._one_at_a_time:
                 verdict = self._recall(fingerprint)  # decided while this one waited
                 if verdict is None:
-                    if gone():
+                    if gone() or not self._in_force(name, hashed, known):
                         return False
-                    matched = await _on_daemon_thread(checkpw, password, hashed)
+                    try:
+                        matched = await on_daemon_thread(
+                            "bcrypt", functools.partial(checkpw, password, hashed)
+                        )
+                    except Exception:  # fail closed: no verdict is a refusal
+                        matched = False
                     verdict = matched and known
                     self._remember(fingerprint, verdict)
-        return verdict
+        return verdict and self._in_force(name, hashed, known)
+
+    def _in_force(self, name: str, hashed: bytes, known: bool) -> bool:
+        """Whether ``name`` still has ``hashed`` in force (an unknown user: True)."""
+        return not known or self.users().get(name) == hashed
 
     @contextlib.asynccontextmanager
     async def _turn_of(self, peer: str) -> AsyncIterator[None]:
@@ -150,27 +166,6 @@ class BasicAuth:
         if not await self.check(header, peer=peer_of(request.remote), gone=gone):
             raise web.HTTPUnauthorized(text="Unauthorized\n", headers=CHALLENGE)
         return await handler(request)
-
-
-async def _on_daemon_thread(check: Callable[[bytes, bytes], bool], *args: bytes) -> bool:
-    """``check(*args)`` on a daemon thread: the interpreter's exit does not wait for it."""
-    loop = asyncio.get_running_loop()
-    verdict: asyncio.Future[bool] = loop.create_future()
-
-    def settle(matched: bool) -> None:
-        if not verdict.done():  # the request may be gone
-            verdict.set_result(matched)
-
-    def run() -> None:
-        try:
-            matched = check(*args)
-        except Exception:  # fail closed: no verdict is a refusal
-            matched = False
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(settle, matched)
-
-    threading.Thread(target=run, name="bcrypt", daemon=True).start()
-    return await verdict
 
 
 def peer_of(remote: str | None) -> str:

@@ -37,7 +37,7 @@ from typing import Final
 
 import bcrypt
 
-from wool_idle.web.server_tls import server_tls_context
+from wool_idle.web.server_tls import ServerTlsSettings, server_tls_context, server_tls_settings
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
     Node,
@@ -72,10 +72,11 @@ class WebConfigError(ValueError):
 
 @dataclass(frozen=True)
 class WebConfig:
-    """What the file asks for: a TLS context (or None), bcrypt hashes by user, and
-    headers for every response. (``http2`` is checked, and changes nothing: see
-    ``site``.)"""
+    """What the file asks for: TLS (or None) and the context serving it, bcrypt
+    hashes by user, and headers for every response. (``http2`` is checked, and
+    changes nothing: see ``site``.)"""
 
+    tls: ServerTlsSettings | None = None
     ssl_context: ssl.SSLContext | None = None
     users: Mapping[str, bytes] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -93,10 +94,12 @@ def parse_web_config(content: str, base: Path) -> WebConfig:
         top = fields(parse_document(content), TOP_KEYS, "")
         http = fields(top.get("http_server_config"), HTTP_KEYS, "http_server_config")
         boolean(http.get("http2"), "http_server_config.http2")  # checked; HTTP/1.1 either way
+        tls = server_tls_settings(top.get("tls_server_config"), base)
         return WebConfig(
             users=_users(top.get("basic_auth_users")),
             headers=_headers(http.get("headers")),
-            ssl_context=server_tls_context(top.get("tls_server_config"), base),
+            tls=tls,
+            ssl_context=None if tls is None else server_tls_context(tls),
         )
     except ConfigFileError as error:
         raise WebConfigError(str(error)) from None

@@ -5,58 +5,88 @@ restart: a user added, removed or given a new hash, new response headers, new
 TLS settings. Unlike exporter-toolkit, which answers 500 while its file is
 invalid, a file that does not load keeps the last good config in force:
 
-- the file is looked at again every ``RECHECK_INTERVAL`` (read and parsed on a
-  thread, so a request never waits for it);
+- the file is looked at again every ``RECHECK_INTERVAL``, read and parsed on a
+  daemon thread (a request never waits for it, and SIGTERM never waits for a
+  big file);
 - a new version is loaded once two looks in a row found the same bytes, so a
-  file caught half-written (truncated by ``>``, an editor saving in place)
-  never serves, not even for a second: a version without its users or its
-  ``client_auth_type`` line would open the endpoints. While the last attempt
-  failed, each look tries again (it may name a certificate not there yet);
+  file caught while it is written is not loaded;
 - a version that does not load (not YAML, a bad key or hash, a certificate
   that does not fit its key, the file gone) is logged once, with its reason,
-  and the last good config stays in force;
-- TLS cannot be turned on or off without a restart (the listener was opened
-  with or without it): such a version is refused like an invalid one;
+  and the last good config stays in force; the same bytes are tried again
+  every ``FAILED_RETRY`` (a certificate it names may not be there yet);
+- a version that would let in what the config in force keeps out is refused
+  the same way and takes a restart: turning TLS on or off (the listener was
+  opened with or without it), turning basic auth off, asking less of client
+  certificates, trusting the system's CAs instead of ``client_ca_file``, a
+  lower least TLS version. A writer that stops half way (a full disk, a
+  killed ``cat >``) leaves a file that can only close the endpoints further;
 - new TLS settings apply to new connections; open connections keep theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import ssl
+import time
 from collections.abc import Callable
+from typing import Final
 
+from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.config import WebConfig, WebConfigError, web_config_of
 from wool_idle.worker.tls import RECHECK_INTERVAL
 
 log = logging.getLogger(__name__)
 
+FAILED_RETRY: Final = 10.0
+"""Seconds before a version that did not load is tried again, its bytes unchanged."""
+
 
 class LiveWebConfig:
     """``current`` is the config in force: ``first`` for good, or (``load``) the
     file's, then each good new version of it while ``follow`` runs."""
 
-    def __init__(self, first: WebConfig, *, interval: float = RECHECK_INTERVAL) -> None:
+    def __init__(
+        self,
+        first: WebConfig,
+        *,
+        interval: float = RECHECK_INTERVAL,
+        retry: float = FAILED_RETRY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.current = first
         self.path: str | None = None
         self._interval = interval
+        self._retry = retry
+        self._clock = clock
         self._loaded = b""
         """The fingerprint of the version in force."""
         self._last_seen = b""
-        """The fingerprint the previous look found."""
+        """The fingerprint the previous look found (empty: it found none)."""
         self._failure = ""
+        """The reason last logged for keeping the config in force (empty: none)."""
+        self._failed_version = b""
+        """The fingerprint of the version last read and refused (empty: none)."""
+        self._failed_at = 0.0
 
     @classmethod
-    def load(cls, path: str, *, interval: float = RECHECK_INTERVAL) -> LiveWebConfig:
+    def load(
+        cls,
+        path: str,
+        *,
+        interval: float = RECHECK_INTERVAL,
+        retry: float = FAILED_RETRY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> LiveWebConfig:
         """The file's config, followed from now on; ``WebConfigError`` if it does not load."""
         try:
             content = _read(path)
         except OSError as error:
             raise WebConfigError(str(error)) from None
-        live = cls(web_config_of(content, path), interval=interval)
+        live = cls(web_config_of(content, path), interval=interval, retry=retry, clock=clock)
         live.path = path
         live._loaded = live._last_seen = _fingerprint(content)
         return live
@@ -87,39 +117,76 @@ class LiveWebConfig:
             await asyncio.sleep(self._interval)
             try:
                 await self.recheck()
-            except Exception:  # fail safe: the last good config stays, following goes on
-                log.exception("keeping the web config loaded before: %s", self.path)
+            except Exception as error:  # fail safe: the last good config stays
+                if self._refused(f"unforeseen: {error!r}"):
+                    log.exception("while looking at the web config %s", self.path)
 
     async def recheck(self) -> None:
         """Look at the file once. A version this look and the previous one both found
-        (not one being written) is loaded if it is not the one in force (or the last
-        attempt failed): put in force if good, else logged."""
+        is loaded if it is not the one in force (or its retry is due): put in force
+        if good and no weaker, else logged."""
         path = self.path
         assert path is not None
         try:
-            content = await asyncio.to_thread(_read, path)
+            content = await on_daemon_thread("web config", functools.partial(_read, path))
         except OSError as error:
+            self._last_seen = b""
             self._refused(str(error))
             return
         fingerprint = _fingerprint(content)
         settled, self._last_seen = fingerprint == self._last_seen, fingerprint
-        if not settled or (fingerprint == self._loaded and not self._failure):
+        if not settled or not self._due(fingerprint):
             return
         try:
-            config = await asyncio.to_thread(web_config_of, content, path)
+            config = await on_daemon_thread(
+                "web config", functools.partial(web_config_of, content, path)
+            )
         except WebConfigError as error:
-            self._refused(str(error))
+            self._refused(str(error), fingerprint)
             return
-        if (config.ssl_context is None) != (self.current.ssl_context is None):
-            self._refused("TLS can only be turned on or off by a restart")
+        weaker = weakening(self.current, config)
+        if weaker is not None:
+            self._refused(f"{weaker} takes a restart", fingerprint)
             return
-        self.current, self._loaded, self._failure = config, fingerprint, ""
+        self.current, self._loaded = config, fingerprint
+        self._failure, self._failed_version = "", b""
         log.info("web config reloaded: %s", path)
 
-    def _refused(self, reason: str) -> None:
-        if reason != self._failure:
+    def _due(self, fingerprint: bytes) -> bool:
+        """Whether the version of ``fingerprint`` is to be loaded now: a new one, any
+        after a failure, the one refused last once its retry time has passed."""
+        if fingerprint == self._failed_version:
+            return self._clock() - self._failed_at >= self._retry
+        return fingerprint != self._loaded or bool(self._failure)
+
+    def _refused(self, reason: str, fingerprint: bytes = b"") -> bool:
+        """Note a version not put in force; log ``reason`` unless it is the last one
+        logged, and say whether it was logged. A version read and refused (its
+        ``fingerprint``) is tried again after the retry time."""
+        new = reason != self._failure
+        if new:
             log.warning("keeping the web config loaded before: %s: %s", self.path, reason)
-        self._failure = reason
+        self._failure, self._failed_version = reason, fingerprint
+        self._failed_at = self._clock()
+        return new
+
+
+def weakening(before: WebConfig, after: WebConfig) -> str | None:
+    """What ``after`` would let in that ``before`` keeps out (or cannot change in a
+    running daemon), or None."""
+    if (before.tls is None) != (after.tls is None):
+        return "turning TLS on or off"
+    if before.users and not after.users:
+        return "turning basic auth off"
+    if before.tls is None or after.tls is None:
+        return None
+    if after.tls.verify_mode < before.tls.verify_mode:
+        return "asking less of client certificates (client_auth_type)"
+    if before.tls.client_ca_file and not after.tls.client_ca_file and after.tls.verify_mode:
+        return "trusting the system's CAs for client certificates instead of client_ca_file"
+    if after.tls.least_version < before.tls.least_version:
+        return "a lower min_version"
+    return None
 
 
 def _read(path: str) -> bytes:

@@ -104,6 +104,11 @@ class ServerTlsSettings:
     curve: str | None
     prefer_server_ciphers: bool
 
+    @property
+    def least_version(self) -> ssl.TLSVersion:
+        """The lowest TLS version served (TLS 1.3 when only its suites are listed)."""
+        return ssl.TLSVersion.TLSv1_3 if self.tls13_only else self.min_version
+
     def configure(self, context: ssl.SSLContext) -> None:
         """Load the files into ``context`` and set it up; ``ConfigFileError`` names
         the key whose file is wrong."""
@@ -122,7 +127,7 @@ class ServerTlsSettings:
                 raise load_failure(key, self.client_ca_file, error) from None
         elif self.verify_mode != ssl.CERT_NONE:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_3 if self.tls13_only else self.min_version
+        context.minimum_version = self.least_version
         context.maximum_version = self.max_version
         if self.ciphers:
             context.set_ciphers(":".join(self.ciphers))
@@ -134,17 +139,16 @@ class ServerTlsSettings:
             context.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
 
 
-def server_tls_context(node: Node | None, base: Path) -> ReloadingContext | None:
-    """The context ``tls_server_config`` asks for (None: plain HTTP); relative
-    paths are relative to ``base``. ``ConfigFileError`` says what is wrong."""
-    settings = _settings(node, base)
-    if settings is None:
-        return None
+def server_tls_context(settings: ServerTlsSettings) -> ReloadingContext:
+    """The context ``settings`` ask for, following its files; ``ConfigFileError``
+    says which file is wrong."""
     files = [f for f in (settings.cert_file, settings.key_file, settings.client_ca_file) if f]
     return ReloadingContext(ssl.PROTOCOL_TLS_SERVER, configure=settings.configure, files=files)
 
 
-def _settings(node: Node | None, base: Path) -> ServerTlsSettings | None:
+def server_tls_settings(node: Node | None, base: Path) -> ServerTlsSettings | None:
+    """What ``tls_server_config`` asks for (None: plain HTTP); relative paths are
+    relative to ``base``. ``ConfigFileError`` says what is wrong."""
     found = fields(node, KEYS, SECTION)
 
     cert, key, client_ca = (

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
+from wool_idle.files import CONFIG_FILE_LIMIT, FileRefused, read_regular_file
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
 from wool_idle.worker.tls import RECHECK_INTERVAL
 
@@ -86,7 +86,7 @@ class ReloadingContext(ssl.SSLContext):
         self._files = tuple(files)
         self._server_name = server_name
         self._clock = clock
-        try:
+        try:  # a file refused (a FIFO) is a ConfigFileError before OpenSSL opens it
             fingerprint = self._fingerprint()
         except OSError:
             fingerprint = b""  # configure names the file that cannot be read
@@ -132,10 +132,15 @@ class ReloadingContext(ssl.SSLContext):
         return context.wrap_bio(incoming, outgoing, server_side, hostname, session)
 
     def _fingerprint(self) -> bytes:
+        """A digest of the files' bytes. ``OSError`` names a file that cannot be
+        read; ``ConfigFileError`` one that is refused (a FIFO or a device would
+        block or exhaust OpenSSL, which opens the files itself)."""
         digest = hashlib.blake2b(digest_size=16)
         for path in self._files:
             try:
                 digest.update(read_regular_file(path, limit=CONFIG_FILE_LIMIT))
+            except FileRefused as error:
+                raise ConfigFileError(f"cannot read {path!r}: {error.strerror}") from None
             except OSError as error:
                 raise OSError(f"cannot read {path!r}: {error.strerror}") from None
             digest.update(b"\0")

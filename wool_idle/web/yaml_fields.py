@@ -14,6 +14,7 @@ Every error names the line and the key's path (``tls_config.ca_file``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Final, TypeVar
@@ -56,12 +57,17 @@ def parse_config_content(
     content: bytes, path: str, parse: Callable[[str, Path], Parsed], error: type[ValueError]
 ) -> Parsed:
     """``parse`` ``content``, the bytes read from the file at ``path`` (UTF-8), with
-    the file's directory as the base of relative paths; ``error`` if not UTF-8."""
+    the file's directory as the base of relative paths; ``error`` if not UTF-8.
+
+    The directory is the one ``path`` names, symbolic links not followed (as Go's
+    ``filepath.Dir``): a Kubernetes volume links ``web.yml`` and ``tls.crt`` to
+    ``..data/``, which it swaps to a new timestamped directory on each update,
+    so a path resolved to the directory of the day would outlive the update."""
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as reason:
         raise error(f"cannot read {path!r}: {reason}") from None
-    return parse(text, Path(path).resolve().parent)
+    return parse(text, Path(os.path.abspath(path)).parent)
 
 
 def parse_document(text: str) -> Node | None:
@@ -135,8 +141,10 @@ def text(node: Node | None, where: str) -> str | None:
 
 def file_path(node: Node | None, where: str, base: Path) -> str | None:
     """The file path ``node`` names, relative to ``base`` unless absolute; None when
-    null or empty."""
+    null or empty. A NUL character (no file can have one) is an error."""
     value = text(node, where)
+    if value and "\0" in value:
+        raise ConfigFileError(f"{where}: NUL character in the path")
     return str(base / value) if value else None
 
 
