@@ -49,19 +49,12 @@ class LiveWebConfig:
     """``current`` is the config in force: ``first`` for good, or (``load``) the
     file's, then each good new version of it while ``follow`` runs."""
 
-    def __init__(
-        self,
-        first: WebConfig,
-        *,
-        interval: float = RECHECK_INTERVAL,
-        retry: float = FAILED_RETRY,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, first: WebConfig) -> None:
         self.current = first
         self.path: str | None = None
-        self._interval = interval
-        self._retry = retry
-        self._clock = clock
+        self._interval = RECHECK_INTERVAL
+        self._retry = FAILED_RETRY
+        self._clock: Callable[[], float] = time.monotonic
         self._loaded = b""
         """The fingerprint of the version in force."""
         self._last_seen = b""
@@ -81,13 +74,15 @@ class LiveWebConfig:
         retry: float = FAILED_RETRY,
         clock: Callable[[], float] = time.monotonic,
     ) -> LiveWebConfig:
-        """The file's config, followed from now on; ``WebConfigError`` if it does not load."""
+        """The file's config, followed from now on (looked at every ``interval``, a
+        refused version tried again after ``retry``, as ``clock`` counts);
+        ``WebConfigError`` if it does not load."""
         try:
             content = _read(path)
         except OSError as error:
             raise WebConfigError(str(error)) from None
-        live = cls(web_config_of(content, path), interval=interval, retry=retry, clock=clock)
-        live.path = path
+        live = cls(web_config_of(content, path))
+        live.path, live._interval, live._retry, live._clock = path, interval, retry, clock
         live._loaded = live._last_seen = _fingerprint(content)
         return live
 
