@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
 
 import pytest
+from support.processes import spawn_cli
 
-from wool_idle.logs import JsonFormatter, TextFormatter
+from wool_idle.logs import JsonFormatter, OncePerKind, TextFormatter
 
 ISO_UTC = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
 
@@ -39,3 +41,88 @@ class TestFormatters:
         # Assert
         stamp = json.loads(line)["time"] if line.startswith("{") else line.split()[0]
         assert re.fullmatch(ISO_UTC, stamp) and stamp == "2023-11-14T22:13:20.250Z"
+
+
+class Collected(logging.Handler):
+    """Keeps the records that pass its filters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def accept_failure(logger: logging.Logger, fd: int) -> None:
+    """What asyncio's default exception handler logs when accept() runs out of files."""
+    try:
+        raise OSError(24, "Too many open files")
+    except OSError:
+        logger.error(
+            f"socket.accept() out of system resource\nsocket: <socket fd={fd}>", exc_info=True
+        )
+
+
+class TestOncePerKind:
+    def test_filter_passes_first_of_each_kind_only(self) -> None:
+        """Given the filter for asyncio on a handler, when asyncio logs the same accept
+        failure for 100 sockets, another error twice, and another logger logs twice,
+        then the handler gets the first accept failure with its traceback, the other
+        error once, and both records of the other logger."""
+        # Arrange
+        handler = Collected()
+        handler.addFilter(OncePerKind(("asyncio",)))
+        noisy, other = logging.getLogger("asyncio.test"), logging.getLogger("wool_idle.test")
+        for logger in (noisy, other):
+            logger.addHandler(handler)
+            logger.propagate = False
+        try:
+            # Act
+            for fd in range(100):
+                accept_failure(noisy, fd)
+            noisy.error("Task exception was never retrieved")
+            noisy.error("Task exception was never retrieved")
+            other.error("a decision")
+            other.error("a decision")
+        finally:
+            for logger in (noisy, other):
+                logger.removeHandler(handler)
+                logger.propagate = True
+        # Assert
+        messages = [(r.name, r.getMessage().split("\n")[0]) for r in handler.records]
+        assert messages == [
+            ("asyncio.test", "socket.accept() out of system resource"),
+            ("asyncio.test", "Task exception was never retrieved"),
+            ("wool_idle.test", "a decision"),
+            ("wool_idle.test", "a decision"),
+        ]
+        assert handler.records[0].exc_info is not None
+
+    @pytest.mark.parametrize("daemon", [["exporter"], ["autoscaler", "--max-idle", "1h"]])
+    def test_daemon_logs_malformed_requests_once(self, daemon: list[str]) -> None:
+        """Given a running daemon, when 30 malformed HTTP requests arrive (anyone who
+        can connect can send them), then its log carries aiohttp's traceback for the
+        first one only, and the daemon still answers."""
+        # Arrange
+        process = spawn_cli([*daemon, "--listen", "127.0.0.1:0"])
+        try:
+            url = process.stdout.readline().strip()
+            host, port = url.removeprefix("http://").removesuffix("/metrics").rsplit(":", 1)
+            # Act
+            answers = [malformed(host, int(port)) for _ in range(30)]
+        finally:
+            process.terminate()
+            _, log = process.communicate(timeout=30)
+        # Assert
+        assert url.startswith("http://")
+        assert set(answers) == {b"HTTP/1.0 400 Bad Request"}
+        assert log.count("Error handling request") == 1, log
+        assert log.count("Traceback") == 1
+
+
+def malformed(host: str, port: int) -> bytes:
+    """Send one request with a Content-Length that is not a number; the status line."""
+    with socket.create_connection((host, port), timeout=10) as connection:
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        return connection.recv(4096).split(b"\r\n", 1)[0]

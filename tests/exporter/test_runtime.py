@@ -10,68 +10,10 @@ import pytest
 
 from wool_idle.exporter.runtime import (
     YOUNG_GENERATION,
-    OncePerKind,
     raise_open_files_limit,
     settle_garbage_collector,
     warn_if_few_open_files,
 )
-
-
-class Collected(logging.Handler):
-    """Keeps the records that pass its filters."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-def accept_failure(logger: logging.Logger, fd: int) -> None:
-    """What asyncio's default exception handler logs when accept() runs out of files."""
-    try:
-        raise OSError(24, "Too many open files")
-    except OSError:
-        logger.error(
-            f"socket.accept() out of system resource\nsocket: <socket fd={fd}>", exc_info=True
-        )
-
-
-class TestOncePerKind:
-    def test_filter_passes_first_of_each_kind_only(self) -> None:
-        """Given the filter for asyncio on a handler, when asyncio logs the same accept
-        failure for 100 sockets, another error twice, and another logger logs twice,
-        then the handler gets the first accept failure with its traceback, the other
-        error once, and both records of the other logger."""
-        # Arrange
-        handler = Collected()
-        handler.addFilter(OncePerKind(("asyncio",)))
-        noisy, other = logging.getLogger("asyncio.test"), logging.getLogger("wool_idle.test")
-        for logger in (noisy, other):
-            logger.addHandler(handler)
-            logger.propagate = False
-        try:
-            # Act
-            for fd in range(100):
-                accept_failure(noisy, fd)
-            noisy.error("Task exception was never retrieved")
-            noisy.error("Task exception was never retrieved")
-            other.error("a decision")
-            other.error("a decision")
-        finally:
-            for logger in (noisy, other):
-                logger.removeHandler(handler)
-                logger.propagate = True
-        # Assert
-        messages = [(r.name, r.getMessage().split("\n")[0]) for r in handler.records]
-        assert messages == [
-            ("asyncio.test", "socket.accept() out of system resource"),
-            ("asyncio.test", "Task exception was never retrieved"),
-            ("wool_idle.test", "a decision"),
-            ("wool_idle.test", "a decision"),
-        ]
-        assert handler.records[0].exc_info is not None
 
 
 class TestSettleGarbageCollector:

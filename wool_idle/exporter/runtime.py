@@ -1,6 +1,6 @@
 """What the exporter sets on its process once it has started: it holds a connection
-per worker, so it needs descriptors, a garbage collector that does not rescan
-its start-up objects, and errors that may repeat per connection logged once.
+per worker, so it needs descriptors and a garbage collector that does not rescan
+its start-up objects.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ YOUNG_GENERATION: Final = 50_000
 RESERVED_FILES: Final = 128
 """Descriptors for everything but connections to workers: listening sockets, the
 scrapers' HTTP connections, files, gRPC's own."""
-REPEATING_LOGGERS: Final = ("asyncio", "grpc")
-"""Loggers whose errors can repeat per connection: asyncio's ``accept()`` failures
-(every pending connection when descriptors run out), gRPC's own."""
 
 
 def raise_open_files_limit() -> tuple[int, int]:
@@ -57,37 +54,3 @@ def settle_garbage_collector() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_GENERATION, older, oldest)
-
-
-class OncePerKind(logging.Filter):
-    """Passes the first record of each kind (logger, first line of the message,
-    exception type) from the loggers named ``prefixes`` (and their children);
-    repeats only when the root logger logs at debug level. Records of other
-    loggers pass."""
-
-    MAX_KINDS: Final = 1000
-    """Kinds remembered; beyond them every record of these loggers counts as a repeat."""
-
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
-        super().__init__()
-        self.prefixes = prefixes
-        self.seen: set[tuple[str, str, str]] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        name = record.name
-        if not any(name == p or name.startswith(f"{p}.") for p in self.prefixes):
-            return True
-        error = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
-        kind = (name, str(record.msg).split("\n", 1)[0], error)
-        if kind not in self.seen and len(self.seen) < self.MAX_KINDS:
-            self.seen.add(kind)
-            return True
-        return logging.getLogger().isEnabledFor(logging.DEBUG)
-
-
-def log_repeating_errors_once() -> None:
-    """Add a ``OncePerKind`` filter for ``REPEATING_LOGGERS`` to the root logger's
-    handlers (call after logging is configured)."""
-    once = OncePerKind(REPEATING_LOGGERS)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(once)
