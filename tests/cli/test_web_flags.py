@@ -57,15 +57,20 @@ class TestWebConfig:
     @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])
     @pytest.mark.parametrize(
         ("cert_file", "reason"),
-        [("fifo", "a FIFO, not a regular file"), ('"a\\0b"', "NUL character in the path")],
-        ids=["fifo", "nul"],
+        [
+            ("fifo", "a FIFO, not a regular file"),
+            ('"a\\0b"', "NUL character in the path"),
+            ('"\\ud800"', "the path is not valid Unicode"),
+        ],
+        ids=["fifo", "nul", "lone-surrogate"],
     )
     def test_web_config_certificate_file_refused_exits_2(
         self, daemon: list[str], cert_file: str, reason: str, tmp_path: Path, capsys
     ) -> None:
         """Given a web config naming a FIFO (OpenSSL would wait for a writer) or a path
-        with a NUL character as its certificate, when the daemon checks its config,
-        then it exits 2 at once with one line naming the flag and the reason."""
+        no file can have (a NUL, a lone surrogate) as its certificate, when the daemon
+        checks its config, then it exits 2 at once with one line naming the flag and
+        the reason."""
         # Arrange
         os.mkfifo(tmp_path / "fifo")
         path = tmp_path / "web.yml"

@@ -155,6 +155,17 @@ AGREED: list[tuple[str, str, bool]] = [
     ("58_hash_cost99", f"basic_auth_users: {{alice: '$2y$99${SALTED}'}}", False),
     ("59_hash_cost4", f"basic_auth_users: {{alice: '$2b$04${SALTED}'}}", True),
     ("60_hash_cost31", f"basic_auth_users: {{alice: '$2y$31${SALTED}'}}", True),
+    ("63_path_nul", 'tls_server_config: {cert_file: "a\\0b", key_file: server.key}', False),
+    (
+        "64_path_lone_surrogate",
+        'tls_server_config: {cert_file: "\\ud800", key_file: server.key}',
+        False,
+    ),
+    (
+        "65_header_lone_surrogate",
+        'http_server_config: {headers: {Content-Security-Policy: "\\ud800"}}',
+        False,
+    ),
 ]
 
 # (name, content, why): promtool accepts, wool-idle refuses, on purpose.

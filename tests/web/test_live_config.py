@@ -13,6 +13,7 @@ import bcrypt
 import pytest
 from support.clock import Clock
 
+from wool_idle.web import live_config
 from wool_idle.web.config import WebConfig, WebConfigError
 from wool_idle.web.live_config import FAILED_RETRY, LiveWebConfig
 
@@ -261,6 +262,9 @@ class TestLiveWebConfig:
 
 TLS_FILES = "cert_file: server.crt, key_file: server.key"
 REQUIRED = f"{TLS_FILES}, client_auth_type: RequireAndVerifyClientCert, client_ca_file: ca.crt"
+HSTS = "http_server_config: {headers: {Strict-Transport-Security: max-age=31536000}}\n"
+GCM128 = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+CBC = "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA"
 
 
 class TestWeakerVersions:
@@ -294,8 +298,39 @@ class TestWeakerVersions:
                 f"tls_server_config: {{{TLS_FILES}}}\n",
                 "a lower min_version",
             ),
+            (
+                HSTS + users("alice"),
+                users("alice"),
+                "removing a response header",
+            ),
+            (
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
+                f"tls_server_config: {{{TLS_FILES}}}\n",
+                "allowing cipher suites that cipher_suites did not",
+            ),
+            (
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}, {CBC}]}}\n",
+                "allowing cipher suites that cipher_suites did not",
+            ),
+            (
+                f"tls_server_config: {{{TLS_FILES}, curve_preferences: [X25519]}}\n",
+                f"tls_server_config: {{{TLS_FILES}}}\n",
+                "another key exchange than curve_preferences allowed",
+            ),
         ],
-        ids=["empty-file", "no-users", "no-client-auth", "optional", "system-cas", "tls12"],
+        ids=[
+            "empty-file",
+            "no-users",
+            "no-client-auth",
+            "optional",
+            "system-cas",
+            "tls12",
+            "header",
+            "default-ciphers",
+            "more-ciphers",
+            "default-curves",
+        ],
     )
     async def test_weaker_version_is_refused(
         self, tmp_path: Path, tls_material, caplog, before: str, after: str, reason: str
@@ -329,8 +364,13 @@ class TestWeakerVersions:
                 f"tls_server_config: {{{TLS_FILES}, min_version: TLS13}}\n",
             ),
             ("", users("alice")),
+            (users("alice"), HSTS + users("alice")),
+            (
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}, {CBC}]}}\n",
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
+            ),
         ],
-        ids=["fewer-users", "client-certificates", "tls13", "auth-on"],
+        ids=["fewer-users", "client-certificates", "tls13", "auth-on", "header", "fewer-ciphers"],
     )
     async def test_stricter_version_is_put_in_force(
         self, tmp_path: Path, tls_material, before: str, after: str
@@ -402,3 +442,70 @@ class TestHostileVersions:
         assert [w.rpartition(": ")[0].rpartition(": ")[2] for w in warnings(caplog)] == [
             "tls_server_config.cert_file"
         ]
+
+
+class TestRetries:
+    async def test_unreadable_look_keeps_the_retry_time_and_logs_nothing_twice(
+        self, tmp_path: Path, monkeypatch, caplog
+    ) -> None:
+        """Given a refused version, when looks alternate between it and an unreadable
+        file within the retry time, then it is parsed once, and each reason is logged
+        once."""
+        # Arrange
+        clock = Clock()
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path), clock=clock)
+        parsed = count_parses(monkeypatch)
+        bad = "basic_auth_users: {alice: not-a-hash}\n"
+        # Act
+        for step in range(4):
+            clock.now = float(step)
+            path.write_text(bad)
+            await settle(live)
+            path.unlink()
+            await live.recheck()
+        # Assert
+        assert parsed == [1]
+        assert len(warnings(caplog)) == 2
+
+    async def test_unforeseen_failure_of_a_version_waits_for_its_retry(
+        self, tmp_path: Path, monkeypatch, caplog
+    ) -> None:
+        """Given a version whose loading fails in an unforeseen way, when it is looked
+        at again within the retry time, then it is not loaded again, and the failure
+        is logged once with its traceback."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path), clock=Clock())
+        calls = []
+
+        def unforeseen(content: bytes, where: str) -> None:
+            calls.append(where)
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+        monkeypatch.setattr(live_config, "web_config_of", unforeseen)
+        path.write_text(users("bob"))
+        # Act
+        for _ in range(3):
+            await settle(live)
+        # Assert
+        assert len(calls) == 1
+        assert [r.exc_info is not None for r in caplog.records if r.levelno >= logging.WARNING] == [
+            False,
+            True,
+        ]
+
+
+def count_parses(monkeypatch) -> list[int]:
+    """Count the versions ``live_config`` parses (in the one item of the list)."""
+    parsed = [0]
+    real = live_config.web_config_of
+
+    def counting(content: bytes, path: str) -> WebConfig:
+        parsed[0] += 1
+        return real(content, path)
+
+    monkeypatch.setattr(live_config, "web_config_of", counting)
+    return parsed

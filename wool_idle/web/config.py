@@ -146,4 +146,15 @@ def _headers(node: Node | None) -> dict[str, str]:
             raise ConfigFileError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
         if CONTROL_CHARACTER.search(value):
             raise ConfigFileError(f"{where}: control character in the value")
+        if not value.isascii() and not _encodable(value):
+            raise ConfigFileError(f"{where}: the value is not valid Unicode")
     return headers
+
+
+def _encodable(value: str) -> bool:
+    """Whether ``value`` has bytes (no lone surrogate such as a YAML ``"\\ud800"``)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -15,11 +15,15 @@ invalid, a file that does not load keeps the last good config in force:
   and the last good config stays in force; the same bytes are tried again
   every ``FAILED_RETRY`` (a certificate it names may not be there yet);
 - a version that would let in what the config in force keeps out is refused
-  the same way and takes a restart: turning TLS on or off (the listener was
-  opened with or without it), turning basic auth off, asking less of client
-  certificates, trusting the system's CAs instead of ``client_ca_file``, a
-  lower least TLS version. A writer that stops half way (a full disk, a
-  killed ``cat >``) leaves a file that can only close the endpoints further;
+  the same way and takes a restart (see ``weakening``): turning TLS on or off
+  (the listener was opened with or without it), turning basic auth off,
+  asking less of client certificates, trusting the system's CAs instead of
+  ``client_ca_file``, a lower least TLS version, cipher suites or key
+  exchanges the file did not allow, a response header removed. A writer that
+  stops half way (a full disk, a killed ``cat >``) leaves a file that can
+  only close the endpoints further (a header value cut short is the one thing
+  taken as written);
+- at start the file is read once, as any daemon reads its configuration;
 - new TLS settings apply to new connections; open connections keep theirs.
 """
 
@@ -43,6 +47,8 @@ log = logging.getLogger(__name__)
 
 FAILED_RETRY: Final = 10.0
 """Seconds before a version that did not load is tried again, its bytes unchanged."""
+LOGGED_MAX: Final = 100
+"""Reasons logged between two versions put in force; beyond them nothing is logged."""
 
 
 class LiveWebConfig:
@@ -60,10 +66,12 @@ class LiveWebConfig:
         self._last_seen = b""
         """The fingerprint the previous look found (empty: it found none)."""
         self._failure = ""
-        """The reason last logged for keeping the config in force (empty: none)."""
+        """Why the config in force stayed at the last look (empty: no failure)."""
         self._failed_version = b""
         """The fingerprint of the version last read and refused (empty: none)."""
         self._failed_at = 0.0
+        self._logged: set[str] = set()
+        """The reasons logged since the last version put in force."""
 
     @classmethod
     def load(
@@ -139,12 +147,17 @@ class LiveWebConfig:
         except WebConfigError as error:
             self._refused(str(error), fingerprint)
             return
+        except Exception as error:  # a failure not foreseen: refused all the same
+            if self._refused(f"unforeseen: {error!r}", fingerprint):
+                log.exception("while loading the web config %s", path)
+            return
         weaker = weakening(self.current, config)
         if weaker is not None:
             self._refused(f"{weaker} takes a restart", fingerprint)
             return
         self.current, self._loaded = config, fingerprint
         self._failure, self._failed_version = "", b""
+        self._logged.clear()
         log.info("web config reloaded: %s", path)
 
     def _due(self, fingerprint: bytes) -> bool:
@@ -155,32 +168,43 @@ class LiveWebConfig:
         return fingerprint != self._loaded or bool(self._failure)
 
     def _refused(self, reason: str, fingerprint: bytes = b"") -> bool:
-        """Note a version not put in force; log ``reason`` unless it is the last one
-        logged, and say whether it was logged. A version read and refused (its
-        ``fingerprint``) is tried again after the retry time."""
-        new = reason != self._failure
+        """Note that the config in force stays, for ``reason``; say whether it was
+        logged (each reason once until a version is put in force). A version read
+        and refused (its ``fingerprint``) is tried again after the retry time; a
+        look that read nothing leaves that time as it was."""
+        new = reason not in self._logged and len(self._logged) < LOGGED_MAX
         if new:
+            self._logged.add(reason)
             log.warning("keeping the web config loaded before: %s: %s", self.path, reason)
-        self._failure, self._failed_version = reason, fingerprint
-        self._failed_at = self._clock()
+        self._failure = reason
+        if fingerprint:
+            self._failed_version, self._failed_at = fingerprint, self._clock()
         return new
 
 
 def weakening(before: WebConfig, after: WebConfig) -> str | None:
-    """What ``after`` would let in that ``before`` keeps out (or cannot change in a
-    running daemon), or None."""
+    """What ``after`` would let in, or stop doing, that ``before`` keeps out or does
+    (or what cannot change in a running daemon), or None. Header values are taken
+    as written: a header removed is weaker, a value changed is not judged."""
     if (before.tls is None) != (after.tls is None):
         return "turning TLS on or off"
     if before.users and not after.users:
         return "turning basic auth off"
+    if set(before.headers) - set(after.headers):
+        return "removing a response header"
     if before.tls is None or after.tls is None:
         return None
-    if after.tls.verify_mode < before.tls.verify_mode:
+    old, new = before.tls, after.tls
+    if new.verify_mode < old.verify_mode:
         return "asking less of client certificates (client_auth_type)"
-    if before.tls.client_ca_file and not after.tls.client_ca_file and after.tls.verify_mode:
+    if old.client_ca_file and not new.client_ca_file and new.verify_mode:
         return "trusting the system's CAs for client certificates instead of client_ca_file"
-    if after.tls.least_version < before.tls.least_version:
+    if new.least_version < old.least_version:
         return "a lower min_version"
+    if old.ciphers and not set(old.ciphers).issuperset(new.ciphers or ("OpenSSL's defaults",)):
+        return "allowing cipher suites that cipher_suites did not"
+    if old.curve and new.curve != old.curve:
+        return "another key exchange than curve_preferences allowed"
     return None
 
 

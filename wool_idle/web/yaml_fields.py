@@ -141,11 +141,18 @@ def text(node: Node | None, where: str) -> str | None:
 
 def file_path(node: Node | None, where: str, base: Path) -> str | None:
     """The file path ``node`` names, relative to ``base`` unless absolute; None when
-    null or empty. A NUL character (no file can have one) is an error."""
+    null or empty. A path no file can have (a NUL character, a lone surrogate
+    such as ``"\\ud800"``, which has no bytes) is an error."""
     value = text(node, where)
-    if value and "\0" in value:
+    if not value:
+        return None
+    if "\0" in value:
         raise ConfigFileError(f"{where}: NUL character in the path")
-    return str(base / value) if value else None
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        raise ConfigFileError(f"{where}: the path is not valid Unicode") from None
+    return str(base / value)
 
 
 def boolean(node: Node | None, where: str) -> bool | None:
