@@ -369,8 +369,20 @@ class TestWeakerVersions:
                 f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}, {CBC}]}}\n",
                 f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
             ),
+            (
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [TLS_AES_128_GCM_SHA256]}}\n",
+            ),
         ],
-        ids=["fewer-users", "client-certificates", "tls13", "auth-on", "header", "fewer-ciphers"],
+        ids=[
+            "fewer-users",
+            "client-certificates",
+            "tls13",
+            "auth-on",
+            "header",
+            "fewer-ciphers",
+            "tls13-suites-only",
+        ],
     )
     async def test_stricter_version_is_put_in_force(
         self, tmp_path: Path, tls_material, before: str, after: str

@@ -201,8 +201,9 @@ def weakening(before: WebConfig, after: WebConfig) -> str | None:
         return "trusting the system's CAs for client certificates instead of client_ca_file"
     if new.least_version < old.least_version:
         return "a lower min_version"
-    if old.ciphers and not set(old.ciphers).issuperset(new.ciphers or ("OpenSSL's defaults",)):
-        return "allowing cipher suites that cipher_suites did not"
+    allowed = set(old.ciphers)
+    if allowed and not new.tls13_only and not (new.ciphers and allowed.issuperset(new.ciphers)):
+        return "allowing cipher suites that cipher_suites did not"  # OpenSSL's, or others
     if old.curve and new.curve != old.curve:
         return "another key exchange than curve_preferences allowed"
     return None
