@@ -11,15 +11,11 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
-REPEATING_LOGGERS: Final = ("asyncio", "grpc", "aiohttp.server")
-"""Loggers whose errors can repeat per connection, so a client or a shortage can
-flood the log: asyncio's ``accept()`` failures (every pending connection when
-descriptors run out), gRPC's own, aiohttp's traceback for each malformed HTTP
-request (anyone who can connect can send them)."""
 LEVELS: Final = ("debug", "info", "warning", "error")
 FORMATS: Final = ("text", "json")
 
@@ -78,28 +74,36 @@ class JsonFormatter(logging.Formatter):
 
 class OncePerKind(logging.Filter):
     """Passes the first record of each kind (logger, first line of the message
-    before formatting, exception type) from the loggers named ``prefixes`` (and
-    their children); repeats only when the root logger logs at debug level.
-    Records of other loggers pass."""
+    before formatting, exception type) among the records ``repeats`` picks (those
+    that can repeat without end, e.g. one per connection); the rest of them only
+    when the root logger logs at debug level. Records it does not pick pass."""
 
     MAX_KINDS: Final = 1000
-    """Kinds remembered; beyond them every record of these loggers counts as a repeat."""
+    """Kinds remembered; beyond them every record picked counts as a repeat."""
 
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
+    def __init__(self, repeats: Callable[[logging.LogRecord], bool]) -> None:
         super().__init__()
-        self.prefixes = prefixes
+        self.repeats = repeats
         self.seen: set[tuple[str, str, str]] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        name = record.name
-        if not any(name == p or name.startswith(f"{p}.") for p in self.prefixes):
+        if not self.repeats(record):
             return True
         error = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
-        kind = (name, str(record.msg).split("\n", 1)[0], error)
+        kind = (record.name, str(record.msg).split("\n", 1)[0], error)
         if kind not in self.seen and len(self.seen) < self.MAX_KINDS:
             self.seen.add(kind)
             return True
         return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def from_loggers(*names: str) -> Callable[[logging.LogRecord], bool]:
+    """Picks the records of the loggers ``names`` and of their children."""
+
+    def picks(record: logging.LogRecord) -> bool:
+        return any(record.name == n or record.name.startswith(f"{n}.") for n in names)
+
+    return picks
 
 
 def quiet_grpc() -> None:
@@ -109,11 +113,9 @@ def quiet_grpc() -> None:
 
 
 def configure(settings: LogSettings) -> None:
-    """Send logs to stderr in ``settings.log_format`` at ``settings.log_level``, the
-    errors of ``REPEATING_LOGGERS`` once per kind (``OncePerKind``)."""
+    """Send logs to stderr in ``settings.log_format`` at ``settings.log_level``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
-    handler.addFilter(OncePerKind(REPEATING_LOGGERS))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())

@@ -306,17 +306,27 @@ class TestWeakerVersions:
             (
                 f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
                 f"tls_server_config: {{{TLS_FILES}}}\n",
-                "allowing cipher suites that cipher_suites did not",
+                "allowing cipher suites that were not allowed",
             ),
             (
                 f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}]}}\n",
                 f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{GCM128}, {CBC}]}}\n",
-                "allowing cipher suites that cipher_suites did not",
+                "allowing cipher suites that were not allowed",
             ),
             (
                 f"tls_server_config: {{{TLS_FILES}, curve_preferences: [X25519]}}\n",
                 f"tls_server_config: {{{TLS_FILES}}}\n",
                 "another key exchange than curve_preferences allowed",
+            ),
+            (
+                f"tls_server_config: {{{TLS_FILES}}}\n",
+                f"tls_server_config: {{{TLS_FILES}, cipher_suites: [{CBC}]}}\n",
+                "allowing cipher suites that were not allowed",
+            ),
+            (
+                HSTS,
+                "http_server_config: {headers: {Strict-Transport-Security: }}\n",
+                "removing a response header",
             ),
         ],
         ids=[
@@ -330,6 +340,8 @@ class TestWeakerVersions:
             "default-ciphers",
             "more-ciphers",
             "default-curves",
+            "beyond-the-defaults",
+            "header-emptied",
         ],
     )
     async def test_weaker_version_is_refused(
@@ -486,7 +498,7 @@ class TestRetries:
     ) -> None:
         """Given a version whose loading fails in an unforeseen way, when it is looked
         at again within the retry time, then it is not loaded again, and the failure
-        is logged once with its traceback."""
+        is logged once, with its traceback."""
         # Arrange
         path = tmp_path / "web.yml"
         path.write_text(users("alice"))
@@ -505,8 +517,7 @@ class TestRetries:
         # Assert
         assert len(calls) == 1
         assert [r.exc_info is not None for r in caplog.records if r.levelno >= logging.WARNING] == [
-            False,
-            True,
+            True
         ]
 
 
@@ -521,3 +532,57 @@ def count_parses(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(live_config, "web_config_of", counting)
     return parsed
+
+    async def test_weaker_version_is_not_tried_again(
+        self, tmp_path: Path, monkeypatch, caplog
+    ) -> None:
+        """Given a version refused as weaker, when the retry time passes many times
+        over, then it is not parsed again (it would be refused again), until the file
+        changes."""
+        # Arrange
+        clock = Clock()
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path), clock=clock)
+        parsed = count_parses(monkeypatch)
+        path.write_text("")
+        # Act
+        for step in range(5):
+            clock.now = step * FAILED_RETRY
+            await settle(live)
+        path.write_text(users("bob"))
+        await settle(live)
+        # Assert
+        assert parsed == [2]
+        assert set(live.current.users) == {"bob"}
+
+    async def test_file_back_to_the_version_in_force_is_not_reloaded(
+        self, tmp_path: Path, monkeypatch, caplog
+    ) -> None:
+        """Given a refused version, when the file is written back to the version in
+        force, then it is not parsed again, the failure is over (logged as such), and
+        the same refusal later is logged again."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        first = live.current
+        parsed = count_parses(monkeypatch)
+        caplog.set_level(logging.INFO, logger="wool_idle.web.live_config")
+        bad = "basic_auth_users: {alice: not-a-hash}\n"
+        # Act
+        path.write_text(bad)
+        await settle(live)
+        path.write_text(users("alice"))
+        await settle(live)
+        path.write_text(bad + "# again\n")
+        await settle(live)
+        # Assert
+        messages = [r.getMessage().split(":")[0] for r in caplog.records]
+        assert live.current is first
+        assert parsed == [2]
+        assert messages == [
+            "keeping the web config loaded before",
+            "web config file back to the version in force",
+            "keeping the web config loaded before",
+        ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import ssl
 import urllib.parse
 from pathlib import Path
@@ -14,6 +15,7 @@ import bcrypt
 import pytest
 from aiohttp import web
 from support.https import presented_serial, serial_after_rotation
+from support.processes import spawn_cli
 from support.tls import CertFiles, issue
 
 from wool_idle.web.live_config import LiveWebConfig
@@ -307,3 +309,61 @@ class TestServeAppFollowsWebConfig:
             seen = await asyncio.to_thread(serial_after_rotation, url, tls_material.ca, rotated)
         # Assert
         assert seen == rotated != first
+
+
+class TestMalformedRequestsLog:
+    @pytest.mark.parametrize("daemon", [["exporter"], ["autoscaler", "--max-idle", "1h"]])
+    def test_daemon_logs_malformed_requests_once(self, daemon: list[str]) -> None:
+        """Given a running daemon, when 30 malformed HTTP requests arrive (anyone who
+        can connect can send them), then its log carries aiohttp's traceback for the
+        first one only, and the daemon still answers."""
+        # Arrange
+        process = spawn_cli([*daemon, "--listen", "127.0.0.1:0"])
+        try:
+            url = process.stdout.readline().strip()
+            host, port = url.removeprefix("http://").removesuffix("/metrics").rsplit(":", 1)
+            # Act
+            answers = [malformed(host, int(port)) for _ in range(30)]
+        finally:
+            process.terminate()
+            _, log = process.communicate(timeout=30)
+        # Assert
+        assert url.startswith("http://")
+        assert set(answers) == {b"HTTP/1.0 400 Bad Request"}
+        assert log.count("Error handling request") == 1, log
+        assert log.count("Traceback") == 1
+
+    async def test_handler_errors_are_logged_every_time(self, caplog) -> None:
+        """Given a site whose handler fails, when it fails twice with the same error
+        and three malformed requests arrive, then both failures are logged (each is a
+        bug to see), and the malformed requests at most once."""
+
+        # Arrange
+        async def fail(request: web.Request) -> web.Response:
+            raise KeyError(request.query.get("key", ""))
+
+        app = web.Application()
+        app.router.add_get("/fail", fail)
+        async with serve_app(app, "127.0.0.1:0") as url, aiohttp.ClientSession() as session:
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            # Act
+            for key in ("a", "b"):
+                async with session.get(f"{url}/fail?key={key}") as response:
+                    assert response.status == 500
+            for _ in range(3):
+                await asyncio.to_thread(malformed, host, int(port))
+        # Assert
+        logged = [
+            r.exc_info[0].__name__
+            for r in caplog.records
+            if r.name == "aiohttp.server" and r.exc_info
+        ]
+        assert logged.count("KeyError") == 2
+        assert len(logged) - 2 <= 1  # at most once: the filter is the process's
+
+
+def malformed(host: str, port: int) -> bytes:
+    """Send one request with a Content-Length that is not a number; the status line."""
+    with socket.create_connection((host, port), timeout=10) as connection:
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        return connection.recv(4096).split(b"\r\n", 1)[0]

@@ -30,6 +30,7 @@ from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.reload import Reloads
 from wool_idle.exporter.runtime import (
+    log_repeating_errors_once,
     raise_open_files_limit,
     settle_garbage_collector,
     warn_if_few_open_files,
@@ -166,6 +167,7 @@ async def _serve(
     following = asyncio.ensure_future(discovered.run())
     open_files, _ = raise_open_files_limit()
     warn_if_few_open_files(open_files, len(targets.all()) + daemon.probe_adhoc_limit)
+    log_repeating_errors_once()
     settle_garbage_collector()
     specs = ", ".join(str(f) for f in discovered.followers)
     log.info(

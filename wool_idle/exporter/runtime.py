@@ -1,6 +1,6 @@
 """What the exporter sets on its process once it has started: it holds a connection
-per worker, so it needs descriptors and a garbage collector that does not rescan
-its start-up objects.
+per worker, so it needs descriptors, a garbage collector that does not rescan
+its start-up objects, and errors that may repeat per connection logged once.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import logging
 import resource
 from typing import Final
 
+from wool_idle.logs import OncePerKind, from_loggers
+
 log = logging.getLogger("wool_idle.exporter")
 
 YOUNG_GENERATION: Final = 50_000
@@ -18,6 +20,9 @@ YOUNG_GENERATION: Final = 50_000
 RESERVED_FILES: Final = 128
 """Descriptors for everything but connections to workers: listening sockets, the
 scrapers' HTTP connections, files, gRPC's own."""
+REPEATING_LOGGERS: Final = ("asyncio", "grpc")
+"""Loggers whose errors can repeat per connection: asyncio's ``accept()`` failures
+(every pending connection when descriptors run out), gRPC's own."""
 
 
 def raise_open_files_limit() -> tuple[int, int]:
@@ -54,3 +59,11 @@ def settle_garbage_collector() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_GENERATION, older, oldest)
+
+
+def log_repeating_errors_once() -> None:
+    """Add a ``OncePerKind`` filter for ``REPEATING_LOGGERS`` to the root logger's
+    handlers (call after logging is configured)."""
+    once = OncePerKind(from_loggers(*REPEATING_LOGGERS))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(once)

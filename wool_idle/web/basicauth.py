@@ -79,7 +79,7 @@ class BasicAuth:
     lets every request through (auth is off, as in exporter-toolkit)."""
 
     def __init__(self, users: Users) -> None:
-        self.users = users
+        self.users_in_force = users
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._one_at_a_time = asyncio.Lock()
         self._turns: dict[str, _Turn] = {}
@@ -95,7 +95,7 @@ class BasicAuth:
         hash is no longer in force by then is refused (fail closed), so a removed
         user or an old password never gets in after the change, and a queued check
         of a replaced hash does not run."""
-        users = self.users()
+        users = self.users_in_force()
         credentials = _decode(header)
         if credentials is None or not users:
             return False
@@ -125,7 +125,7 @@ class BasicAuth:
 
     def _in_force(self, name: str, hashed: bytes, known: bool) -> bool:
         """Whether ``name`` still has ``hashed`` in force (an unknown user: True)."""
-        return not known or self.users().get(name) == hashed
+        return not known or self.users_in_force().get(name) == hashed
 
     @contextlib.asynccontextmanager
     async def _turn_of(self, peer: str) -> AsyncIterator[None]:
@@ -155,7 +155,7 @@ class BasicAuth:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Answer 401 unless the request authenticates (or no user is in force);
         then call ``handler``."""
-        if not self.users():
+        if not self.users_in_force():
             return await handler(request)
 
         def gone() -> bool:

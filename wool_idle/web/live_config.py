@@ -19,7 +19,8 @@ invalid, a file that does not load keeps the last good config in force:
   (the listener was opened with or without it), turning basic auth off,
   asking less of client certificates, trusting the system's CAs instead of
   ``client_ca_file``, a lower least TLS version, cipher suites or key
-  exchanges the file did not allow, a response header removed. A writer that
+  exchanges that were not allowed, a response header removed or emptied (and
+  it is not tried again until the file changes). A writer that
   stops half way (a full disk, a killed ``cat >``) leaves a file that can
   only close the endpoints further (a header value cut short is the one thing
   taken as written);
@@ -41,6 +42,7 @@ from typing import Final
 from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.config import WebConfig, WebConfigError, web_config_of
+from wool_idle.web.server_tls import ServerTlsSettings
 from wool_idle.worker.tls import RECHECK_INTERVAL
 
 log = logging.getLogger(__name__)
@@ -66,10 +68,11 @@ class LiveWebConfig:
         self._last_seen = b""
         """The fingerprint the previous look found (empty: it found none)."""
         self._failure = ""
-        """Why the config in force stayed at the last look (empty: no failure)."""
+        """Why the config in force stays though the file changed (empty: it does not)."""
         self._failed_version = b""
         """The fingerprint of the version last read and refused (empty: none)."""
-        self._failed_at = 0.0
+        self._retry_at: float | None = None
+        """When that version may be tried again (None: never, it is weaker)."""
         self._logged: set[str] = set()
         """The reasons logged since the last version put in force."""
 
@@ -121,8 +124,7 @@ class LiveWebConfig:
             try:
                 await self.recheck()
             except Exception as error:  # fail safe: the last good config stays
-                if self._refused(f"unforeseen: {error!r}"):
-                    log.exception("while looking at the web config %s", self.path)
+                self._refused(f"unforeseen: {error!r}", traceback=True)
 
     async def recheck(self) -> None:
         """Look at the file once. A version this look and the previous one both found
@@ -138,7 +140,12 @@ class LiveWebConfig:
             return
         fingerprint = _fingerprint(content)
         settled, self._last_seen = fingerprint == self._last_seen, fingerprint
-        if not settled or not self._due(fingerprint):
+        if not settled:
+            return
+        if fingerprint == self._loaded:  # the version in force (again, after a failure)
+            self._settle_failure()
+            return
+        if fingerprint == self._failed_version and not self._retry_due():
             return
         try:
             config = await on_daemon_thread(
@@ -148,38 +155,46 @@ class LiveWebConfig:
             self._refused(str(error), fingerprint)
             return
         except Exception as error:  # a failure not foreseen: refused all the same
-            if self._refused(f"unforeseen: {error!r}", fingerprint):
-                log.exception("while loading the web config %s", path)
+            self._refused(f"unforeseen: {error!r}", fingerprint, traceback=True)
             return
         weaker = weakening(self.current, config)
-        if weaker is not None:
-            self._refused(f"{weaker} takes a restart", fingerprint)
+        if weaker is not None:  # the same bytes stay weaker: never tried again
+            self._refused(f"{weaker} takes a restart", fingerprint, retry=False)
             return
         self.current, self._loaded = config, fingerprint
-        self._failure, self._failed_version = "", b""
-        self._logged.clear()
+        self._settle_failure()
         log.info("web config reloaded: %s", path)
 
-    def _due(self, fingerprint: bytes) -> bool:
-        """Whether the version of ``fingerprint`` is to be loaded now: a new one, any
-        after a failure, the one refused last once its retry time has passed."""
-        if fingerprint == self._failed_version:
-            return self._clock() - self._failed_at >= self._retry
-        return fingerprint != self._loaded or bool(self._failure)
+    def _retry_due(self) -> bool:
+        """Whether the version refused last may be tried again."""
+        return self._retry_at is not None and self._clock() >= self._retry_at
 
-    def _refused(self, reason: str, fingerprint: bytes = b"") -> bool:
-        """Note that the config in force stays, for ``reason``; say whether it was
-        logged (each reason once until a version is put in force). A version read
-        and refused (its ``fingerprint``) is tried again after the retry time; a
-        look that read nothing leaves that time as it was."""
-        new = reason not in self._logged and len(self._logged) < LOGGED_MAX
-        if new:
+    def _settle_failure(self) -> None:
+        """Forget the failures: the file holds the version in force."""
+        if self._failure:
+            log.info("web config file back to the version in force: %s", self.path)
+        self._failure, self._failed_version = "", b""
+        self._logged.clear()
+
+    def _refused(
+        self, reason: str, fingerprint: bytes = b"", *, retry: bool = True, traceback: bool = False
+    ) -> None:
+        """Note that the config in force stays, for ``reason``: logged (with the
+        traceback being handled if ``traceback``) once until a version is put in
+        force. A version read and refused (its ``fingerprint``) is tried again after
+        the retry time if ``retry``; a look that read nothing leaves that as it was."""
+        if reason not in self._logged and len(self._logged) < LOGGED_MAX:
             self._logged.add(reason)
-            log.warning("keeping the web config loaded before: %s: %s", self.path, reason)
+            log.warning(
+                "keeping the web config loaded before: %s: %s",
+                self.path,
+                reason,
+                exc_info=traceback,
+            )
         self._failure = reason
         if fingerprint:
-            self._failed_version, self._failed_at = fingerprint, self._clock()
-        return new
+            self._failed_version = fingerprint
+            self._retry_at = self._clock() + self._retry if retry else None
 
 
 def weakening(before: WebConfig, after: WebConfig) -> str | None:
@@ -190,8 +205,8 @@ def weakening(before: WebConfig, after: WebConfig) -> str | None:
         return "turning TLS on or off"
     if before.users and not after.users:
         return "turning basic auth off"
-    if set(before.headers) - set(after.headers):
-        return "removing a response header"
+    if any(value and not after.headers.get(name) for name, value in before.headers.items()):
+        return "removing a response header"  # or emptying it
     if before.tls is None or after.tls is None:
         return None
     old, new = before.tls, after.tls
@@ -201,12 +216,22 @@ def weakening(before: WebConfig, after: WebConfig) -> str | None:
         return "trusting the system's CAs for client certificates instead of client_ca_file"
     if new.least_version < old.least_version:
         return "a lower min_version"
-    allowed = set(old.ciphers)
-    if allowed and not new.tls13_only and not (new.ciphers and allowed.issuperset(new.ciphers)):
-        return "allowing cipher suites that cipher_suites did not"  # OpenSSL's, or others
+    if not new.tls13_only and not _suites(old).issuperset(_suites(new)):
+        return "allowing cipher suites that were not allowed"
     if old.curve and new.curve != old.curve:
         return "another key exchange than curve_preferences allowed"
     return None
+
+
+def _suites(tls: ServerTlsSettings) -> frozenset[str]:
+    """The TLS 1.2 cipher suites ``tls`` allows: its list, else the defaults."""
+    return frozenset(tls.ciphers) or _default_suites()
+
+
+@functools.cache
+def _default_suites() -> frozenset[str]:
+    """The suites a server context allows when ``cipher_suites`` is not given."""
+    return frozenset(c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).get_ciphers())
 
 
 def _read(path: str) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import ssl
 import urllib.parse
@@ -21,7 +22,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
+from wool_idle.logs import OncePerKind
 from wool_idle.unix_socket import claim_unix_socket
 from wool_idle.web.basicauth import BasicAuth
 from wool_idle.web.config import WebConfig
@@ -38,6 +41,17 @@ EXPORTER_METRICS_URL: Final = f"http://{EXPORTER_LISTEN}/metrics"
 """Where the autoscaler reads by default: the exporter's default address."""
 
 
+def _malformed_request(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is aiohttp's report of a request it could not parse."""
+    return record.exc_info is not None and isinstance(record.exc_info[1], HttpProcessingError)
+
+
+MALFORMED_REQUESTS_ONCE: Final = OncePerKind(_malformed_request)
+"""aiohttp logs a traceback for each malformed HTTP request, and anyone who can
+connect can send them: the first of each kind is logged, the rest only at debug
+level. (A handler's own exception, a 500, is logged every time.)"""
+
+
 @contextlib.asynccontextmanager
 async def serve_app(
     app: web.Application, listen: str, config: LiveWebConfig | None = None, *, path: str = ""
@@ -46,6 +60,9 @@ async def serve_app(
     with the TLS, basic auth and headers of ``config`` in force (followed as its
     file changes), yielding the URL of ``path`` (the base URL by default); stop
     on exit. Raises ``OSError`` if the address cannot be bound."""
+    server_log = logging.getLogger("aiohttp.server")
+    if MALFORMED_REQUESTS_ONCE not in server_log.filters:
+        server_log.addFilter(MALFORMED_REQUESTS_ONCE)
     config = config or LiveWebConfig(WebConfig())
     if config.followed or config.current.users:
         app.middlewares.append(BasicAuth(lambda: config.current.users).middleware)

@@ -141,8 +141,9 @@ def text(node: Node | None, where: str) -> str | None:
 
 def file_path(node: Node | None, where: str, base: Path) -> str | None:
     """The file path ``node`` names, relative to ``base`` unless absolute; None when
-    null or empty. A path no file can have (a NUL character, a lone surrogate
-    such as ``"\\ud800"``, which has no bytes) is an error."""
+    null or empty. A path no file can have is an error: a NUL character, or a
+    lone surrogate that stands for no byte (``"\\ud800"``; ``"\\udc80"`` is how
+    Python spells the byte 0x80 of an undecodable name, and is kept)."""
     value = text(node, where)
     if not value:
         return None
