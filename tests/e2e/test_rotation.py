@@ -102,9 +102,9 @@ class TestHttpsRotation:
             }
             time.sleep(1.5)  # a few more cycles, over connections to the rotated exporter
             source_up = metric(autoscaler_url, tls_material.ca, "wool_autoscaler_source_up")
-        finally:
-            _, exporter_log = stop(exporter)
+        finally:  # the reader first: a cycle after the exporter stopped would fail
             _, autoscaler_log = stop(autoscaler)
+            _, exporter_log = stop(exporter)
         # Assert
         assert exporter_url.startswith("https://") and autoscaler_url.startswith("https://")
         assert after == rotated
