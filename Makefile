@@ -19,6 +19,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check wool_idle tests bench deploy
 	$(BIN)/mypy
 	$(BIN)/mypy deploy
+	$(BIN)/mypy bench
 
 pytest: $(STAMP) prometheus
 	$(BIN)/python -m pytest

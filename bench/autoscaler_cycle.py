@@ -138,9 +138,11 @@ def json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
 async def _json_cycle(planner: PolicyPlanner, values: str, ages: str) -> None:
     """As ``PrometheusSource.read`` and the daemon do it: decode each body and parse on
     threads, then plan."""
-    bodies = await asyncio.gather(*(asyncio.to_thread(json.loads, b) for b in (values, ages)))
+    values_body, ages_body = await asyncio.gather(
+        *(asyncio.to_thread(json.loads, b) for b in (values, ages))
+    )
     group_by = planner.settings.group_by
-    readings = await asyncio.to_thread(parse_query_responses, *bodies, group_by)
+    readings = await asyncio.to_thread(parse_query_responses, values_body, ages_body, group_by)
     await planner.plan(readings, 0.0)
 
 

@@ -48,7 +48,7 @@ class Size:
     peak_rss: float
 
     def median(self, field: str) -> float:
-        return statistics.median(getattr(s, field) for s in self.steady)
+        return float(statistics.median(getattr(s, field) for s in self.steady))
 
     @property
     def complete(self) -> bool:

@@ -64,7 +64,7 @@ class Child:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError(f"{self.process.args} exited")
+            raise RuntimeError(f"{self.process.args!r} exited")
         return json.loads(line) if line.startswith("{") else line.strip()
 
     def ask(self, text: str = "") -> Any:

@@ -57,7 +57,7 @@ async def throughput(address: str, seconds: float, concurrency: int) -> float:
         return done / (loop.time() - started)
 
 
-def percentile(samples: list[float], q: float) -> float:
+def percentile(samples: list[float], q: int) -> float:
     return statistics.quantiles(samples, n=100)[q - 1] if len(samples) > 1 else samples[0]
 
 
