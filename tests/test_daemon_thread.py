@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -31,3 +32,13 @@ class TestOnDaemonThread:
 
         with pytest.raises(OSError, match="no such file"):
             await on_daemon_thread("failing", fail)
+
+    async def test_stop_iteration_still_settles(self) -> None:
+        """Given a call raising StopIteration (which a future refuses), then the
+        awaiting task gets a RuntimeError instead of waiting forever."""
+
+        def exhausted() -> None:
+            next(iter(()))
+
+        with pytest.raises(RuntimeError, match="raised StopIteration"):
+            await asyncio.wait_for(on_daemon_thread("exhausted", exhausted), 10)

@@ -35,6 +35,9 @@ async def on_daemon_thread(name: str, call: Callable[[], Result]) -> Result:
         error: BaseException | None = None
         try:
             result = call()
+        except StopIteration as raised:  # a future refuses it: it would never settle
+            error = RuntimeError(f"{name} raised StopIteration")
+            error.__cause__ = raised
         except BaseException as raised:  # delivered to the awaiting task, never lost
             error = raised
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
