@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wool_idle.files import FileRefused, describe_size, read_regular_file
+from wool_idle.files import FileRefused, describe_size, in_memory_files, read_regular_file
 
 
 @pytest.mark.timeout(30)  # a FIFO that is opened for reading blocks: fail, not hang
@@ -79,3 +79,15 @@ class TestDescribeSize:
     def test_describe_size(self, size: int, text: str) -> None:
         """Given a size, then mebibytes when whole, else bytes."""
         assert describe_size(size) == text
+
+
+class TestInMemoryFiles:
+    def test_in_memory_files_read_as_the_contents_then_close(self) -> None:
+        """Given contents, then each path reads as its content while the block runs,
+        and no longer opens once it ended."""
+        with in_memory_files([b"first", b"", b"x" * 300_000]) as paths:
+            read = [Path(path).read_bytes() for path in paths]
+        assert read == [b"first", b"", b"x" * 300_000]
+        for path in paths:
+            with pytest.raises(OSError):
+                Path(path).read_bytes()

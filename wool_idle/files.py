@@ -13,12 +13,20 @@ the HTTP client config and its secret files, the targets file) is read through
 
 A refusal is a ``FileRefused`` (an ``OSError``) whose ``strerror`` and text say
 why; callers name the path and what the file is for.
+
+OpenSSL loads a certificate chain and its key only from a path, which it opens
+itself. Handing it the operator's path would undo the checks above: between
+the check and OpenSSL's ``open`` the path can be swapped for a FIFO (a hang)
+or another file. ``in_memory_files`` gives OpenSSL paths of its own instead,
+which read as exactly the bytes that were checked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 MIB: Final = 1024 * 1024
@@ -81,3 +89,25 @@ def describe_size(size: int) -> str:
     if size >= MIB and size % MIB == 0:
         return f"{size // MIB} MiB"
     return f"{size} bytes"
+
+
+@contextlib.contextmanager
+def in_memory_files(contents: Sequence[bytes]) -> Iterator[list[str]]:
+    """Paths that read as ``contents``, one per item, valid until the block ends.
+
+    Each is an anonymous file in memory (``memfd_create``) reached through
+    ``/proc/self/fd``: no other process can swap it or see it, and a key put in
+    one is never written to a disk.
+    """
+    descriptors: list[int] = []
+    try:
+        for content in contents:
+            descriptor = os.memfd_create("wool-idle", os.MFD_CLOEXEC)
+            descriptors.append(descriptor)
+            view = memoryview(content)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        yield [f"/proc/self/fd/{descriptor}" for descriptor in descriptors]
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)

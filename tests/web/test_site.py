@@ -17,6 +17,7 @@ from aiohttp import web
 from support.https import presented_serial, serial_after_rotation
 from support.processes import spawn_cli
 from support.tls import CertFiles, issue
+from support.waiting import eventually_async
 
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
@@ -163,11 +164,13 @@ class TestServeAppWebConfig:
             first = await asyncio.to_thread(presented_serial, url, tls_material.ca)
             # Act
             (tmp_path / "server.key").write_text("not a key\n")
-            await asyncio.sleep(1.2)  # past the recheck interval: the files are looked at
+            await asyncio.sleep(1.2)  # past the recheck interval: the next handshake has
+            during = await asyncio.to_thread(presented_serial, url, tls_material.ca)  # a read
+            logged = await eventually_async(lambda: "keeping the TLS files" in caplog.text)
             after = await asyncio.to_thread(presented_serial, url, tls_material.ca)
         # Assert
-        assert after == first
-        assert any("keeping the TLS files" in record.message for record in caplog.records)
+        assert during == after == first
+        assert logged
 
 
 async def status_once_changed(

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 from support.clock import Clock
 from support.https import presented_serial
 from support.tls import CertFiles, issue
+from support.waiting import eventually
 
-from wool_idle.web.tls_context import ReloadingContext
+from wool_idle.web.tls_context import Opened, ReloadingContext
 from wool_idle.web.yaml_fields import ConfigFileError
 
 
@@ -30,8 +32,8 @@ def server_files(tmp_path: Path, tls_material) -> CertFiles:
 
 
 def server_context(files: CertFiles, clock: Clock) -> ReloadingContext:
-    def configure(context: ssl.SSLContext) -> None:
-        context.load_cert_chain(files.cert, files.key)
+    def configure(context: ssl.SSLContext, opened: Opened) -> None:
+        context.load_cert_chain(opened(files.cert), opened(files.key))
 
     return ReloadingContext(
         ssl.PROTOCOL_TLS_SERVER, configure=configure, files=[files.cert, files.key], clock=clock
@@ -94,11 +96,16 @@ def presented(port: int, ca: str) -> int:
     return presented_serial(f"https://127.0.0.1:{port}", ca)
 
 
+def presented_serial_of(cert: str) -> int:
+    """The serial number of the certificate in file ``cert``."""
+    return x509.load_pem_x509_certificate(Path(cert).read_bytes()).serial_number
+
+
 class TestReloadingContext:
     def test_current_rebuilt_when_files_changed(self, server_files, tls_material, serving) -> None:
-        """Given a server context and rotated files, when the next handshake comes
-        after the recheck interval, then it presents the new certificate; before the
-        interval, the old one."""
+        """Given a server context and rotated files, when handshakes come after the
+        recheck interval, then the files are read again on a thread and the next
+        handshakes present the new certificate; before the interval, the old one."""
         # Arrange
         clock = Clock()
         context = server_context(server_files, clock)
@@ -109,10 +116,10 @@ class TestReloadingContext:
         clock.now = 0.5
         within_interval = presented(port, tls_material.ca)
         clock.now = 1.5
-        after_interval = presented(port, tls_material.ca)
+        presents_rotated = eventually(lambda: presented(port, tls_material.ca) == rotated)
         # Assert
         assert within_interval == first
-        assert after_interval == rotated != first
+        assert presents_rotated and rotated != first
 
     def test_current_unchanged_files_keep_the_context(self, server_files) -> None:
         """Given files that did not change, when looked at again, then the same
@@ -134,26 +141,28 @@ class TestReloadingContext:
         port = serving(context)
         first = presented(port, tls_material.ca)
         shutil.copy(tls_material.clients["exporter"].key, server_files.key)
-        caplog.set_level(logging.WARNING, "wool_idle.web.tls_context")
+        caplog.set_level(logging.WARNING, "wool_idle.followed")
         # Act
         served = []
         for step in range(1, 4):
             clock.now = 2.0 * step
             served.append(presented(port, tls_material.ca))
+            assert eventually(lambda: "keeping the TLS files" in caplog.text)
         rotated = issue(tls_material.ca, server_files, ("localhost",))
         clock.now = 10.0
-        after_fix = presented(port, tls_material.ca)
+        presents_rotated = eventually(lambda: presented(port, tls_material.ca) == rotated)
         # Assert
         assert served == [first, first, first]
         assert len([r for r in caplog.records if "keeping the TLS files" in r.message]) == 1
-        assert after_fix == rotated
+        assert presents_rotated
 
+    @pytest.mark.timeout(60)  # reading a FIFO would wait for a writer: fail, not hang
     def test_current_files_turned_fifo_keep_the_last_good(
-        self, server_files, tls_material, serving
+        self, server_files, tls_material, serving, caplog
     ) -> None:
-        """Given the certificate replaced by a FIFO nobody writes to, when a handshake
-        comes, then it presents the last good certificate at once (the check never
-        waits for a writer)."""
+        """Given the certificate replaced by a FIFO nobody writes to, when handshakes
+        come, then they present the last good certificate, and the read names the
+        FIFO (it never waits for a writer)."""
         # Arrange
         clock = Clock()
         context = server_context(server_files, clock)
@@ -164,14 +173,61 @@ class TestReloadingContext:
         clock.now = 2.0
         # Act
         served = presented(port, tls_material.ca)
+        refused = eventually(lambda: "a FIFO, not a regular file" in caplog.text)
+        served_after = presented(port, tls_material.ca)
         # Assert
-        assert served == first
+        assert served == served_after == first
+        assert refused
+
+    @pytest.mark.timeout(60)  # OpenSSL opening a FIFO would wait for a writer: fail, not hang
+    def test_construct_path_swapped_for_a_fifo_after_the_check_loads_what_was_read(
+        self, server_files, tls_material, serving
+    ) -> None:
+        """Given a certificate path swapped for a FIFO nobody writes to after it was
+        read and checked (the moment before OpenSSL would open it), when the context
+        is built, then it is built from the bytes read: no wait for a writer, and
+        handshakes present that certificate."""
+        # Arrange
+        expected = presented_serial_of(server_files.cert)
+
+        def configure(context: ssl.SSLContext, opened: Opened) -> None:
+            os.unlink(server_files.cert)
+            os.mkfifo(server_files.cert)
+            context.load_cert_chain(opened(server_files.cert), opened(server_files.key))
+
+        # Act
+        context = ReloadingContext(
+            ssl.PROTOCOL_TLS_SERVER,
+            configure=configure,
+            files=[server_files.cert, server_files.key],
+        )
+        served = presented(serving(context), tls_material.ca)
+        # Assert
+        assert served == expected
+
+    def test_construct_opened_missing_file_raises_its_error(self, tmp_path: Path) -> None:
+        """Given a file that cannot be read, when configure asks for it, then the
+        read's OSError names why (configure turns it into the key's error)."""
+        seen: list[OSError] = []
+
+        def configure(context: ssl.SSLContext, opened: Opened) -> None:
+            try:
+                opened(str(tmp_path / "missing.crt"))
+            except OSError as error:
+                seen.append(error)
+                raise ConfigFileError(f"cert_file: {error.strerror}") from None
+
+        with pytest.raises(ConfigFileError, match="cert_file: No such file or directory"):
+            ReloadingContext(
+                ssl.PROTOCOL_TLS_SERVER, configure=configure, files=[str(tmp_path / "missing.crt")]
+            )
+        assert len(seen) == 1
 
     def test_construct_bad_files_fail(self, tmp_path: Path) -> None:
         """Given files that cannot be loaded at start, then the configure error
         propagates (the first build must succeed)."""
 
-        def configure(context: ssl.SSLContext) -> None:
+        def configure(context: ssl.SSLContext, opened: Opened) -> None:
             raise ConfigFileError("cert_file 'x': No such file or directory")
 
         with pytest.raises(ConfigFileError, match="cert_file"):
@@ -191,7 +247,7 @@ class TestReloadingContext:
         port = serving(server)
         client = ReloadingContext(
             ssl.PROTOCOL_TLS_CLIENT,
-            configure=lambda c: c.load_verify_locations(tls_material.ca),
+            configure=lambda c, opened: c.load_verify_locations(opened(tls_material.ca)),
             files=[tls_material.ca],
             server_name="localhost",
         )

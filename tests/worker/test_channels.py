@@ -9,6 +9,7 @@ import grpc
 import pytest
 from support.tasks import gated
 from support.tls import TlsMaterial, issue, make_tls_material
+from support.waiting import eventually_async
 
 from wool_idle.exceptions import RpcError, StopRefused
 from wool_idle.worker import ClientTls, ServerTls, WorkerConnection, WorkerService
@@ -33,8 +34,9 @@ class TestChannelPool:
     ) -> None:
         """Given a pool on a fake clock holding a TLS channel, when the client
         certificate files are rewritten, then the channel stays current until the
-        recheck interval passed, after which acquire opens a new channel; the old
-        one closes when its last user releases it."""
+        recheck interval passed, after which the files are read again on a thread,
+        and then acquire opens a new channel; the old one closes when its last user
+        releases it."""
         # Arrange
         now = [0.0]
         channels = ChannelPool(recheck_interval=1.0, clock=lambda: now[0])
@@ -44,7 +46,7 @@ class TestChannelPool:
         # Act
         before_interval = channels.acquire(key)
         now[0] += 1.0
-        current = channels.current(key, old)
+        moved = await eventually_async(lambda: not channels.current(key, old))
         new = channels.acquire(key)
         users = channels.users(key)
         await channels.release(key, old)
@@ -52,7 +54,7 @@ class TestChannelPool:
         await channels.release(key, old)
         # Assert
         assert before_interval is old
-        assert not current
+        assert moved
         assert new is not old and channels.current(key, new)
         assert users == 3
         assert old_open_with_one_user
@@ -61,10 +63,11 @@ class TestChannelPool:
         await channels.release(key, new)
 
     async def test_acquire_keeps_channel_when_new_files_are_bad(
-        self, material: TlsMaterial
+        self, material: TlsMaterial, caplog: pytest.LogCaptureFixture
     ) -> None:
         """Given a pool holding a TLS channel, when the client key is replaced by
-        garbage, then the channel stays current (the last good files are kept)."""
+        garbage and read again, then the failure is logged and the channel stays
+        current (the last good files are kept)."""
         # Arrange
         now = [0.0]
         channels = ChannelPool(recheck_interval=1.0, clock=lambda: now[0])
@@ -73,8 +76,11 @@ class TestChannelPool:
         # Act
         Path(material.clients["caller"].key).write_text("garbage\n")
         now[0] += 5.0
+        looked = channels.current(key, first)  # starts the read
+        logged = await eventually_async(lambda: "keeping the TLS files" in caplog.text)
         second = channels.acquire(key)
         # Assert
+        assert looked and logged
         assert second is first and channels.current(key, first)
         await channels.release(key, first)
         await channels.release(key, first)

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from support.tls import CertFiles, TlsMaterial, issue, make_tls_material
+from support.waiting import eventually
 
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import ClientTls, LocalWorker, ServerTls, WorkerConnection
-from wool_idle.worker.tls import PemPaths, PemWatch
+from wool_idle.worker.tls import PemPaths
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ class TestServerTls:
             shutil.copy(tmp_path / "s.key", material.server.key)
         else:
             Path(material.server.key).unlink()
-        with caplog.at_level(logging.WARNING, logger="wool_idle.worker.tls"):
+        with caplog.at_level(logging.WARNING, logger="wool_idle.followed"):
             during = await asyncio.to_thread(peer_serial, server.address, material.ca)
         serial = issue(material.ca, material.server, ("localhost",))
         after = await asyncio.to_thread(peer_serial, server.address, material.ca)
@@ -124,7 +125,7 @@ class TestServerTls:
         assert idle > 0.0
 
 
-class TestPemWatch:
+class TestPemPathsFollowed:
     @pytest.mark.parametrize(
         ("broken", "message"),
         [
@@ -154,26 +155,41 @@ class TestPemWatch:
         paths = PemPaths(material.ca, material.server.cert, material.server.key)
         # Act
         with pytest.raises(OSError, match=message) as raised:
-            PemWatch(paths)
+            paths.followed(interval=1.0)
         # Assert
         assert str(target) in str(raised.value)
 
-    def test_current_looks_again_only_after_interval(self, material: TlsMaterial) -> None:
-        """Given a watch with a 1s interval on a fake clock, when the files change,
-        then the watch keeps what it had until the interval passed, then has the
-        new contents."""
+    def test_current_reads_again_on_a_thread_after_interval(self, material: TlsMaterial) -> None:
+        """Given followed files with a 1s interval on a fake clock, when the files
+        change, then they are kept as they were until the interval passed, then read
+        again on a thread, after which they have the new contents."""
         # Arrange
         now = [100.0]
         paths = PemPaths(material.ca, material.server.cert, material.server.key)
-        watch = PemWatch(paths, interval=1.0, clock=lambda: now[0])
-        first = watch.current()
+        files = paths.followed(interval=1.0, clock=lambda: now[0])
+        first = files.current()
         # Act
         issue(material.ca, material.server, ("localhost",))
         now[0] += 0.5
-        early = watch.current()
+        early = files.current()
         now[0] += 0.5
-        late = watch.current()
+        files.current()  # starts the read
+        changed = eventually(lambda: files.current() != first)
         # Assert
         assert early is first
-        assert late != first
-        assert late.cert == Path(material.server.cert).read_bytes()
+        assert changed
+        assert files.current().cert == Path(material.server.cert).read_bytes()
+
+    def test_load_unchanged_files_give_the_previous_set(self, material: TlsMaterial) -> None:
+        """Given files loaded once, when loaded again unchanged, then the same set
+        itself (nothing checked again); once they change, a new set."""
+        # Arrange
+        paths = PemPaths(material.ca, material.server.cert, material.server.key)
+        first = paths.load()
+        # Act
+        again = paths.load(first)
+        issue(material.ca, material.server, ("localhost",))
+        changed = paths.load(first)
+        # Assert
+        assert again is first
+        assert changed != first

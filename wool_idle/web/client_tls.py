@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from wool_idle.web.tls_context import ReloadingContext, load_failure, tls_version
+from wool_idle.web.tls_context import Opened, ReloadingContext, load_failure, tls_version
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
     Node,
@@ -49,22 +49,22 @@ class ClientTlsSettings:
     min_version: ssl.TLSVersion | None
     max_version: ssl.TLSVersion | None
 
-    def configure(self, context: ssl.SSLContext) -> None:
-        """Load the files into ``context`` and set it up; ``ConfigFileError`` names
-        the key whose file is wrong."""
+    def configure(self, context: ssl.SSLContext, opened: Opened) -> None:
+        """Load the files (each through ``opened``) into ``context`` and set it up;
+        ``ConfigFileError`` names the key whose file is wrong."""
         if self.insecure_skip_verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         try:
             if self.ca_file:
-                context.load_verify_locations(cafile=self.ca_file)
+                context.load_verify_locations(cafile=opened(self.ca_file))
             else:
                 context.load_default_certs(ssl.Purpose.SERVER_AUTH)
         except (OSError, ssl.SSLError) as error:
             raise load_failure(f"{SECTION}.ca_file", self.ca_file or "", error) from None
         if self.cert_file and self.key_file:
             try:
-                context.load_cert_chain(self.cert_file, self.key_file)
+                context.load_cert_chain(opened(self.cert_file), opened(self.key_file))
             except (OSError, ssl.SSLError) as error:
                 pair = f"{self.cert_file}, {self.key_file}"
                 raise load_failure(f"{SECTION}.cert_file/key_file", pair, error) from None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from wool_idle.web.tls_context import ReloadingContext, load_failure, tls_version
+from wool_idle.web.tls_context import Opened, ReloadingContext, load_failure, tls_version
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
     Node,
@@ -109,11 +109,11 @@ class ServerTlsSettings:
         """The lowest TLS version served (TLS 1.3 when only its suites are listed)."""
         return ssl.TLSVersion.TLSv1_3 if self.tls13_only else self.min_version
 
-    def configure(self, context: ssl.SSLContext) -> None:
-        """Load the files into ``context`` and set it up; ``ConfigFileError`` names
-        the key whose file is wrong."""
+    def configure(self, context: ssl.SSLContext, opened: Opened) -> None:
+        """Load the files (each through ``opened``) into ``context`` and set it up;
+        ``ConfigFileError`` names the key whose file is wrong."""
         try:
-            context.load_cert_chain(self.cert_file, self.key_file)
+            context.load_cert_chain(opened(self.cert_file), opened(self.key_file))
         except (OSError, ssl.SSLError) as error:
             raise load_failure(
                 f"{SECTION}.cert_file/key_file", f"{self.cert_file}, {self.key_file}", error
@@ -121,7 +121,7 @@ class ServerTlsSettings:
         context.verify_mode = self.verify_mode
         if self.client_ca_file:
             try:
-                context.load_verify_locations(cafile=self.client_ca_file)
+                context.load_verify_locations(cafile=opened(self.client_ca_file))
             except (OSError, ssl.SSLError) as error:
                 key = f"{SECTION}.client_ca_file"
                 raise load_failure(key, self.client_ca_file, error) from None

@@ -2,28 +2,32 @@
 
 A ``ReloadingContext`` is the context handed to aiohttp (a server site or a
 client connector). Each new connection asks it for an ``SSLObject``
-(``wrap_bio``); it answers with a context built from the files as they are
-now. The files are looked at again at most once per ``RECHECK_INTERVAL``,
-and a new context is built only when their bytes changed. Files that cannot
-be loaded (missing, unparsable, a key that does not fit its certificate half
-way through a rotation) are logged once and the last good context is kept;
-only the first build, at start, fails.
+(``wrap_bio``); it answers at once with the context built from the files as
+they were last read. At most once per ``RECHECK_INTERVAL`` the files are read
+again on a thread of their own (``followed``: the event loop never waits for a
+file), and a new context is built only when their bytes changed. Files that
+cannot be loaded (missing, unparsable, a key that does not fit its certificate
+half way through a rotation) are logged once and the last good context is
+kept; only the first build, at start, fails.
+
+OpenSSL is never handed the operator's paths: each file is read once, checked
+to be a regular file, and OpenSSL loads an in-memory copy of those bytes
+(``files.in_memory_files``), so a path swapped for a FIFO after the check
+cannot hang the daemon, and the context is built from the bytes fingerprinted.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import ssl
 import time
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, NamedTuple
 
-from wool_idle.files import CONFIG_FILE_LIMIT, FileRefused, read_regular_file
+from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_files, read_regular_file
+from wool_idle.followed import Followed
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
 from wool_idle.worker.tls import RECHECK_INTERVAL
-
-log = logging.getLogger(__name__)
 
 TLS_VERSIONS: Final = {
     "TLS10": ssl.TLSVersion.TLSv1,
@@ -33,9 +37,14 @@ TLS_VERSIONS: Final = {
 }
 """The version names of Prometheus's configuration files."""
 
-Configure = Callable[[ssl.SSLContext], None]
-"""Loads the files into a fresh context and sets it up; raises ``OSError``,
-``ssl.SSLError`` or ``ConfigFileError`` naming the file that is wrong."""
+Opened = Callable[[str], str]
+"""The path OpenSSL is to load for one of the files: an in-memory copy of the bytes
+read. Raises the ``OSError`` the file gave when it was read (missing, or refused:
+not a regular file, too large)."""
+Configure = Callable[[ssl.SSLContext, Opened], None]
+"""Loads the files (each through ``Opened``) into a fresh context and sets it up;
+raises ``OSError``, ``ssl.SSLError`` or ``ConfigFileError`` naming the file that is
+wrong."""
 
 
 def tls_version(node: Node | None, where: str) -> ssl.TLSVersion | None:
@@ -59,6 +68,13 @@ def load_failure(key: str, path: str, error: OSError | ssl.SSLError) -> ConfigFi
     else:
         why = error.strerror or str(error)
     return ConfigFileError(f"{key} {path!r}: {why}")
+
+
+class _Built(NamedTuple):
+    """A context and the digest of the files it was built from."""
+
+    fingerprint: bytes
+    context: ssl.SSLContext
 
 
 class ReloadingContext(ssl.SSLContext):
@@ -85,36 +101,18 @@ class ReloadingContext(ssl.SSLContext):
         self._configure = configure
         self._files = tuple(files)
         self._server_name = server_name
-        self._clock = clock
-        try:  # a file refused (a FIFO) is a ConfigFileError before OpenSSL opens it
-            fingerprint = self._fingerprint()
-        except OSError:
-            fingerprint = b""  # configure names the file that cannot be read
-        configure(self)
-        self._built_from = fingerprint
-        self._current: ssl.SSLContext = self
-        self._checked = clock()
-        self._failure = ""
+        self._built = Followed(
+            self._build,
+            what="TLS files",
+            names=", ".join(repr(path) for path in self._files),
+            interval=RECHECK_INTERVAL,
+            clock=clock,
+        )
 
     def current(self) -> ssl.SSLContext:
-        """The context of the files as of at most ``RECHECK_INTERVAL`` ago, or the last good one."""
-        now = self._clock()
-        if now - self._checked < RECHECK_INTERVAL:
-            return self._current
-        self._checked = now
-        try:
-            fingerprint = self._fingerprint()
-            if fingerprint != self._built_from:
-                fresh = ssl.SSLContext(self._method)
-                self._configure(fresh)
-                self._current, self._built_from = fresh, fingerprint
-                log.info("TLS files reloaded: %s", ", ".join(self._files))
-            self._failure = ""
-        except (OSError, ssl.SSLError, ValueError) as error:
-            if str(error) != self._failure:
-                self._failure = str(error)
-                log.warning("keeping the TLS files loaded before: %s", error)
-        return self._current
+        """The context of the files as last read (a read starts on a thread of its
+        own when the last one is ``RECHECK_INTERVAL`` old), or the last good one."""
+        return self._built.current().context
 
     def wrap_bio(
         self,
@@ -131,17 +129,39 @@ class ReloadingContext(ssl.SSLContext):
             return super().wrap_bio(incoming, outgoing, server_side, hostname, session)
         return context.wrap_bio(incoming, outgoing, server_side, hostname, session)
 
-    def _fingerprint(self) -> bytes:
-        """A digest of the files' bytes. ``OSError`` names a file that cannot be
-        read; ``ConfigFileError`` one that is refused (a FIFO or a device would
-        block or exhaust OpenSSL, which opens the files itself)."""
+    def _build(self, previous: _Built | None) -> _Built:
+        """The context of the files as they are now (this one on the first build);
+        ``previous`` itself when their bytes did not change."""
+        contents = _read(self._files)
         digest = hashlib.blake2b(digest_size=16)
-        for path in self._files:
-            try:
-                digest.update(read_regular_file(path, limit=CONFIG_FILE_LIMIT))
-            except FileRefused as error:
-                raise ConfigFileError(f"cannot read {path!r}: {error.strerror}") from None
-            except OSError as error:
-                raise OSError(f"cannot read {path!r}: {error.strerror}") from None
+        for content in contents.values():
+            digest.update(content if isinstance(content, bytes) else str(content).encode())
             digest.update(b"\0")
-        return digest.digest()
+        fingerprint = digest.digest()
+        if previous is not None and fingerprint == previous.fingerprint:
+            return previous
+        context = self if previous is None else ssl.SSLContext(self._method)
+        read = {path: data for path, data in contents.items() if isinstance(data, bytes)}
+        with in_memory_files(list(read.values())) as copies:
+            copy_of = dict(zip(read, copies, strict=True))
+
+            def opened(path: str) -> str:
+                content = contents[path]
+                if isinstance(content, OSError):
+                    raise content
+                return copy_of[path]
+
+            self._configure(context, opened)
+        return _Built(fingerprint, context)
+
+
+def _read(paths: Sequence[str]) -> Mapping[str, bytes | OSError]:
+    """Each file's bytes (a regular file of at most ``CONFIG_FILE_LIMIT`` bytes), or
+    why it cannot be read."""
+    contents: dict[str, bytes | OSError] = {}
+    for path in paths:
+        try:
+            contents[path] = read_regular_file(path, limit=CONFIG_FILE_LIMIT)
+        except OSError as error:
+            contents[path] = error
+    return contents

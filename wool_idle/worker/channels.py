@@ -5,8 +5,9 @@ one channel; the channel closes when the last connection releases it. gRPC
 aio channels belong to the loop that made them, hence one pool per loop.
 
 A TLS channel is made from its files as they were when it opened. The pool
-looks at a TLS setting's files at most once per ``RECHECK_INTERVAL``; once
-they changed, the next ``acquire`` opens a new channel, and ``current`` tells
+has a TLS setting's files read again at most once per ``RECHECK_INTERVAL``, on
+a thread of their own (``followed``: the event loop never waits for a file);
+once they changed, the next ``acquire`` opens a new channel, and ``current`` tells
 a connection holding the old one to move (the old one closes when its last
 user releases it).
 """
@@ -22,7 +23,8 @@ from typing import Any
 
 import grpc
 
-from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet, PemWatch
+from wool_idle.followed import Followed
+from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet
 
 ChannelOptions = tuple[tuple[str, Any], ...]
 
@@ -53,7 +55,7 @@ class ChannelPool:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._entries: dict[ChannelKey, list[_Entry]] = {}
-        self._watches: dict[ClientTls, PemWatch] = {}
+        self._tls_files: dict[ClientTls, Followed[PemSet]] = {}
         self._recheck_interval = recheck_interval
         self._clock = clock
 
@@ -97,21 +99,19 @@ class ChannelPool:
         return sum(entry.users for entry in self._entries.get(key, ()))
 
     def _stale(self, key: ChannelKey, entry: _Entry) -> bool:
-        return key.tls is not None and self._watch(key.tls).current() != entry.pems
+        return key.tls is not None and self._files(key.tls).current() != entry.pems
 
-    def _watch(self, tls: ClientTls) -> PemWatch:
-        found = self._watches.get(tls)
+    def _files(self, tls: ClientTls) -> Followed[PemSet]:
+        found = self._tls_files.get(tls)
         if found is None:
-            found = self._watches[tls] = PemWatch(
-                tls.paths(), interval=self._recheck_interval, clock=self._clock
-            )
+            found = self._tls_files[tls] = tls.paths().followed(self._recheck_interval, self._clock)
         return found
 
     def _open(self, key: ChannelKey) -> _Entry:
         options: Sequence[tuple[str, Any]] = list(key.options)
         if key.tls is None:
             return _Entry(grpc.aio.insecure_channel(key.target, options=options), None)
-        pems = self._watch(key.tls).current()
+        pems = self._files(key.tls).value
         options = [*options, *key.tls.channel_options()]
         channel = grpc.aio.secure_channel(key.target, key.tls.credentials(pems), options=options)
         return _Entry(channel, pems)

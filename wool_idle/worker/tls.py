@@ -1,17 +1,17 @@
 """TLS settings for worker servers and worker clients, loaded from PEM files.
 
 Certificates rotate: the files are read again so that new handshakes use them
-as they are now. A server re-reads its files on every handshake (gRPC's dynamic
-server credentials); a client's channel pool compares them at most once per
-``RECHECK_INTERVAL`` and opens a new channel when they changed. Files that are
-missing, unparsable or mismatched (a key that does not fit its certificate,
-say half-way through a rotation) are logged and the last good ones kept; only
-the first load fails.
+as they are now (``followed``). A server reads its files again before every
+handshake (gRPC's dynamic server credentials ask from gRPC's own threads); a
+client's channel pool has them read again on a thread of their own at most
+once per ``RECHECK_INTERVAL``, and opens a new channel once they changed.
+Files that are missing, unparsable or mismatched (a key that does not fit its
+certificate, say half-way through a rotation) are logged and the last good
+ones kept; only the first load fails.
 """
 
 from __future__ import annotations
 
-import logging
 import ssl
 import time
 from collections.abc import Callable
@@ -21,9 +21,8 @@ from typing import Final
 
 import grpc
 
-from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
-
-log = logging.getLogger(__name__)
+from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_files, read_regular_file
+from wool_idle.followed import Followed
 
 RECHECK_INTERVAL: Final = 1.0
 """Seconds a client waits before it looks at the same TLS files again."""
@@ -57,14 +56,24 @@ class PemPaths:
     key_file: str | None = None
     ca_role: str = "CA"
 
-    def load(self) -> PemSet:
+    def load(self, previous: PemSet | None = None) -> PemSet:
         """Read the files and check that they parse and that the key fits the
-        certificate; ``OSError`` names the file otherwise."""
+        certificate; ``OSError`` names the file otherwise. ``previous`` itself when
+        they hold the same bytes (a ``followed`` load)."""
         first = self._read()
+        if first == previous:
+            return previous
         self._check(first)
         if self._read() != first:
             raise OSError(f"TLS files changed while being read: {self.describe()}")
         return first
+
+    def followed(
+        self, interval: float, clock: Callable[[], float] = time.monotonic
+    ) -> Followed[PemSet]:
+        """The files, loaded now (``OSError`` if they do not load) and followed."""
+        names = self.describe()
+        return Followed(self.load, what="TLS files", names=names, interval=interval, clock=clock)
 
     def _read(self) -> PemSet:
         return PemSet(
@@ -74,11 +83,10 @@ class PemPaths:
         )
 
     def _check(self, pems: PemSet) -> None:
-        if self.cert_file and self.key_file:
+        if pems.cert is not None and pems.key is not None:
             try:
-                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
-                    self.cert_file, self.key_file
-                )
+                with in_memory_files([pems.cert, pems.key]) as (cert, key):
+                    ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
             except ssl.SSLError as error:
                 why = (
                     "the key does not fit the certificate"
@@ -100,46 +108,6 @@ class PemPaths:
         return ", ".join(repr(p) for p in (self.ca_file, self.cert_file, self.key_file) if p)
 
 
-class PemWatch:
-    """The last good ``PemSet`` of ``paths``, looked at again at most every
-    ``interval`` seconds. Construction loads the files and raises ``OSError``
-    if they are bad; later failures are logged (once each) and the last good
-    set is kept."""
-
-    def __init__(
-        self,
-        paths: PemPaths,
-        *,
-        interval: float = RECHECK_INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.paths = paths
-        self._interval = interval
-        self._clock = clock
-        self._good = paths.load()
-        self._checked = clock()
-        self._failure = ""
-
-    def current(self) -> PemSet:
-        """The files' contents as of at most ``interval`` ago, or the last good ones."""
-        now = self._clock()
-        if now - self._checked < self._interval:
-            return self._good
-        self._checked = now
-        try:
-            fresh = self.paths.load()
-        except OSError as error:
-            if str(error) != self._failure:
-                self._failure = str(error)
-                log.warning("keeping the TLS files loaded before: %s", error)
-            return self._good
-        self._failure = ""
-        if fresh != self._good:
-            log.info("TLS files reloaded: %s", self.paths.describe())
-            self._good = fresh
-        return self._good
-
-
 @dataclass(frozen=True, kw_only=True)
 class ServerTls:
     """A worker's certificate and key; with ``client_ca``, clients must present
@@ -152,15 +120,13 @@ class ServerTls:
     def credentials(self) -> grpc.ServerCredentials:
         """Load the files and build gRPC server credentials that read them again
         before every handshake. ``OSError`` names a bad file."""
-        watch = PemWatch(
-            PemPaths(self.client_ca_file, self.cert_file, self.key_file, ca_role="client CA"),
-            interval=0.0,
-        )
-        served = watch.current()
+        paths = PemPaths(self.client_ca_file, self.cert_file, self.key_file, ca_role="client CA")
+        files = paths.followed(interval=0.0)
+        served = files.value
 
         def fetch() -> grpc.ServerCertificateConfiguration | None:
             nonlocal served
-            pems = watch.current()
+            pems = files.reload()
             if pems is served:
                 return None
             served = pems

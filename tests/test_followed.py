@@ -1,0 +1,114 @@
+"""A value followed from files, loaded again on a thread of its own."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+from support.clock import Clock
+from support.waiting import eventually
+
+from wool_idle.followed import Followed
+
+
+class Files:
+    """What a load reads: ``content``, or ``OSError(failure)``; ``gate`` (when set)
+    holds every load after the first, as a stalled network file system would."""
+
+    def __init__(self) -> None:
+        self.content = "v1"
+        self.failure = ""
+        self.gate: threading.Event | None = None
+        self.loads = 0
+
+    def load(self, previous: str | None) -> str:
+        self.loads += 1
+        if previous is not None and self.gate is not None:
+            self.gate.wait(30)
+        if self.failure:
+            raise OSError(self.failure)
+        return previous if previous == self.content else self.content
+
+
+def followed(files: Files, clock: Clock) -> Followed[str]:
+    return Followed(files.load, what="TLS files", names="'a'", interval=1.0, clock=clock)
+
+
+class TestFollowed:
+    def test_init_load_fails_raises(self) -> None:
+        """Given files that do not load at start, then construction raises their error."""
+        files = Files()
+        files.failure = "cannot read 'a': No such file or directory"
+        with pytest.raises(OSError, match="No such file"):
+            followed(files, Clock())
+
+    def test_current_within_interval_reads_nothing(self) -> None:
+        """Given a value just loaded, when asked for before the interval passed, then
+        the files are not read again."""
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content = "v2"
+        clock.now = 0.9
+        assert value.current() == "v1"
+        assert files.loads == 1
+
+    def test_current_never_waits_for_a_stalled_read(self) -> None:
+        """Given a read of the files that hangs (a stalled file system), when asked
+        for again and again past the interval, then each answer is the last good value
+        at once, one read only runs, and its value is used once it ends."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content, files.gate = "v2", threading.Event()
+        # Act
+        answers = []
+        for step in range(1, 6):
+            clock.now = 2.0 * step
+            answers.append(value.current())
+        reads_while_stalled = files.loads
+        files.gate.set()
+        updated = eventually(lambda: value.current() == "v2")
+        # Assert
+        assert answers == ["v1"] * 5
+        assert reads_while_stalled == 2
+        assert updated
+
+    def test_reload_bad_files_keep_the_last_good_and_log_each_failure_once(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given files that stop loading, when read again three times with the same
+        failure and once with another, then the last good value is kept, each failure
+        is logged once, and good files are taken again (logged as reloaded)."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        caplog.set_level(logging.INFO, "wool_idle.followed")
+        # Act
+        files.failure = "cannot read 'a': Permission denied"
+        kept = [value.reload() for _ in range(3)]
+        files.failure = "cannot read 'a': No such file or directory"
+        kept.append(value.reload())
+        files.failure, files.content = "", "v2"
+        fresh = value.reload()
+        # Assert
+        assert kept == ["v1"] * 4
+        assert fresh == value.value == "v2"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings == [
+            "keeping the TLS files loaded before: cannot read 'a': Permission denied",
+            "keeping the TLS files loaded before: cannot read 'a': No such file or directory",
+        ]
+        assert "TLS files reloaded: 'a'" in caplog.text
+
+    def test_reload_unchanged_files_keep_the_value_itself(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given files that did not change, when read again, then the value is the
+        same object and nothing is logged."""
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        first = value.value
+        caplog.set_level(logging.INFO, "wool_idle.followed")
+        assert value.reload() is first
+        assert caplog.records == []
