@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
-from wool_idle.files import FileRefused, describe_size, in_memory_files, read_regular_file
+from wool_idle.files import FileRefused, describe_size, in_memory_file, read_regular_file
 
 
 @pytest.mark.timeout(30)  # a FIFO that is opened for reading blocks: fail, not hang
@@ -81,13 +82,27 @@ class TestDescribeSize:
         assert describe_size(size) == text
 
 
-class TestInMemoryFiles:
-    def test_in_memory_files_read_as_the_contents_then_close(self) -> None:
-        """Given contents, then each path reads as its content while the block runs,
-        and no longer opens once it ended."""
-        with in_memory_files([b"first", b"", b"x" * 300_000]) as paths:
-            read = [Path(path).read_bytes() for path in paths]
-        assert read == [b"first", b"", b"x" * 300_000]
-        for path in paths:
-            with pytest.raises(OSError):
-                Path(path).read_bytes()
+class TestInMemoryFile:
+    @pytest.mark.parametrize("content", [b"first", b"", b"x" * 300_000])
+    def test_in_memory_file_reads_as_the_content_then_closes(self, content: bytes) -> None:
+        """Given content, then the path reads as it while the block runs, and no
+        longer opens once it ended."""
+        with in_memory_file(content) as path:
+            read = Path(path).read_bytes()
+        assert read == content
+        with pytest.raises(OSError):
+            Path(path).read_bytes()
+
+    def test_in_memory_file_no_descriptor_left_says_why(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given no descriptor left (EMFILE), then OSError says which copy could not
+        be made and why."""
+
+        def exhausted(name: str, flags: int) -> int:
+            raise OSError(errno.EMFILE, "Too many open files")
+
+        monkeypatch.setattr(os, "memfd_create", exhausted)
+        refused = pytest.raises(OSError, match="in-memory copy OpenSSL loads: Too many open files")
+        with refused, in_memory_file(b"x"):
+            pass

@@ -9,7 +9,7 @@ import pytest
 from support.clock import Clock
 from support.waiting import eventually
 
-from wool_idle.followed import Followed
+from wool_idle.followed import STALLED_AFTER, Followed
 
 
 class Files:
@@ -19,6 +19,7 @@ class Files:
     def __init__(self) -> None:
         self.content = "v1"
         self.failure = ""
+        self.fault: Exception | None = None
         self.gate: threading.Event | None = None
         self.loads = 0
 
@@ -26,6 +27,8 @@ class Files:
         self.loads += 1
         if previous is not None and self.gate is not None:
             self.gate.wait(30)
+        if self.fault is not None:
+            raise self.fault
         if self.failure:
             raise OSError(self.failure)
         return previous if previous == self.content else self.content
@@ -112,3 +115,72 @@ class TestFollowed:
         caplog.set_level(logging.INFO, "wool_idle.followed")
         assert value.reload() is first
         assert caplog.records == []
+
+    def test_current_stalled_read_is_logged_once(self, caplog: pytest.LogCaptureFixture) -> None:
+        """Given a read that hangs, when asked for past ``STALLED_AFTER`` intervals,
+        then the stall is logged once, naming the files, and the last good value
+        is kept."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.gate = threading.Event()
+        caplog.set_level(logging.WARNING, "wool_idle.followed")
+        clock.now = 1.0
+        value.current()  # starts the read that hangs
+        # Act
+        answers = []
+        for seconds in (5.0, STALLED_AFTER + 1.0, STALLED_AFTER + 5.0, 60.0):
+            clock.now = seconds
+            answers.append(value.current())
+        files.gate.set()
+        # Assert
+        stalls = [r.getMessage() for r in caplog.records if "has taken" in r.getMessage()]
+        assert answers == ["v1"] * 4
+        assert stalls == [
+            "reading the TLS files has taken 10 s so far (a stalled file system?); "
+            "the ones loaded before stay in use: 'a'"
+        ]
+
+    def test_current_thread_not_started_keeps_the_value_and_tries_again(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given no thread can be started (a pids limit), when the interval passed,
+        then the last good value is answered, the failure is logged, and the files are
+        read once a thread can be started again."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content = "v2"
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        # Act
+        clock.now = 1.0
+        refused = value.current()
+        monkeypatch.setattr(threading.Thread, "start", start)
+        clock.now = 2.0
+        value.current()
+        updated = eventually(lambda: value.current() == "v2")
+        # Assert
+        assert refused == "v1"
+        assert "cannot start a thread to read them: can't start new thread" in caplog.text
+        assert updated
+
+    def test_reload_unexpected_fault_keeps_the_value_and_logs_its_traceback(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given a load that fails in a way no file explains (a fault of ours), when
+        read again twice, then the last good value is kept and the fault is logged
+        once, with its traceback."""
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.fault = KeyError("boom")
+        kept = [value.reload(), value.reload()]
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert kept == ["v1", "v1"]
+        assert len(warnings) == 1
+        assert "KeyError: 'boom'" in warnings[0].getMessage()
+        assert warnings[0].exc_info is not None

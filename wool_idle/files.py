@@ -17,8 +17,8 @@ why; callers name the path and what the file is for.
 OpenSSL loads a certificate chain and its key only from a path, which it opens
 itself. Handing it the operator's path would undo the checks above: between
 the check and OpenSSL's ``open`` the path can be swapped for a FIFO (a hang)
-or another file. ``in_memory_files`` gives OpenSSL paths of its own instead,
-which read as exactly the bytes that were checked.
+or another file. ``in_memory_file`` gives OpenSSL a path of its own instead,
+which reads as exactly the bytes that were checked.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Final
 
 MIB: Final = 1024 * 1024
@@ -92,22 +92,28 @@ def describe_size(size: int) -> str:
 
 
 @contextlib.contextmanager
-def in_memory_files(contents: Sequence[bytes]) -> Iterator[list[str]]:
-    """Paths that read as ``contents``, one per item, valid until the block ends.
+def in_memory_file(content: bytes) -> Iterator[str]:
+    """A path that reads as ``content``, valid until the block ends.
 
-    Each is an anonymous file in memory (``memfd_create``) reached through
-    ``/proc/self/fd``: no other process can swap it or see it, and a key put in
-    one is never written to a disk.
+    The file is anonymous and in memory (``memfd_create``), reached through
+    ``/proc/self/fd``: no other process can swap it or see it, and a key put in it
+    is never written to a disk. Where either is missing (not Linux, ``/proc`` not
+    mounted) or no descriptor is left, ``OSError`` says so.
     """
-    descriptors: list[int] = []
     try:
-        for content in contents:
-            descriptor = os.memfd_create("wool-idle", os.MFD_CLOEXEC)
-            descriptors.append(descriptor)
-            view = memoryview(content)
-            while view:
-                view = view[os.write(descriptor, view) :]
-        yield [f"/proc/self/fd/{descriptor}" for descriptor in descriptors]
+        descriptor = os.memfd_create("wool-idle", os.MFD_CLOEXEC)
+    except (OSError, AttributeError) as error:  # AttributeError: not Linux
+        why = getattr(error, "strerror", None) or "not supported here"
+        raise OSError(f"cannot make the in-memory copy OpenSSL loads: {why}") from None
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(descriptor, view) :]
+        path = f"/proc/self/fd/{descriptor}"
+        if not os.path.exists(path):
+            raise OSError(
+                f"cannot hand OpenSSL its in-memory copy: {path} is missing (mount /proc)"
+            )
+        yield path
     finally:
-        for descriptor in descriptors:
-            os.close(descriptor)
+        os.close(descriptor)

@@ -13,7 +13,9 @@ Where the caller is not the event loop and wants the files as they are now
 handshake), ``reload`` loads them on the caller's thread.
 
 Files that do not load are logged, once for each distinct failure, and the
-last good value is kept; only the first load, at construction, raises.
+last good value is kept; only the first load, at construction, raises. So is
+a reload that takes ``STALLED_AFTER`` intervals or more (it goes on, and a
+value it ends with is taken), and a reload thread that cannot be started.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
 Value = TypeVar("Value")
+
+STALLED_AFTER: Final = 10
+"""Intervals after which a reload still running is logged as stalled (once)."""
 
 
 class Followed(Generic[Value]):
@@ -58,6 +63,7 @@ class Followed(Generic[Value]):
         self._checked = clock()
         self._reloading = False
         self._failure = ""
+        self._stall_logged = False
 
     @property
     def value(self) -> Value:
@@ -68,12 +74,20 @@ class Followed(Generic[Value]):
         """The last good value; when it was last looked at ``interval`` ago or more,
         a reload starts on a daemon thread (unless one is running) for later callers."""
         now = self._clock()
-        if now - self._checked >= self._interval and not self._reloading:
-            self._checked, self._reloading = now, True
-            reloader = threading.Thread(
-                target=self._reload_then_done, name="wool-idle-reload", daemon=True
-            )
+        if now - self._checked < self._interval:
+            return self._value
+        if self._reloading:
+            self._warn_if_stalled(now)
+            return self._value
+        self._checked, self._reloading, self._stall_logged = now, True, False
+        reloader = threading.Thread(
+            target=self._reload_then_done, name="wool-idle-reload", daemon=True
+        )
+        try:
             reloader.start()
+        except RuntimeError as error:  # no thread left (a pids limit): try next interval
+            self._reloading = False
+            self._log_failure(f"cannot start a thread to read them: {error}")
         return self._value
 
     def reload(self) -> Value:
@@ -84,9 +98,10 @@ class Followed(Generic[Value]):
             try:
                 fresh = self._load(previous)
             except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
-                if str(error) != self._failure:
-                    self._failure = str(error)
-                    log.warning("keeping the %s loaded before: %s", self._what, error)
+                self._log_failure(str(error))
+                return previous
+            except Exception as error:  # a fault of ours: logged with its traceback
+                self._log_failure(f"{type(error).__name__}: {error}", exc_info=True)
                 return previous
             self._failure = ""
             if fresh is not previous:
@@ -99,3 +114,22 @@ class Followed(Generic[Value]):
             self.reload()
         finally:
             self._reloading = False
+
+    def _log_failure(self, failure: str, *, exc_info: bool = False) -> None:
+        """Warn that the last good value is kept, once until the failure changes."""
+        if failure != self._failure:
+            self._failure = failure
+            log.warning("keeping the %s loaded before: %s", self._what, failure, exc_info=exc_info)
+
+    def _warn_if_stalled(self, now: float) -> None:
+        """Warn, once per reload, of one running ``STALLED_AFTER`` intervals or more."""
+        running = now - self._checked
+        if not self._stall_logged and running >= STALLED_AFTER * self._interval:
+            self._stall_logged = True
+            log.warning(
+                "reading the %s has taken %.0f s so far (a stalled file system?); "
+                "the ones loaded before stay in use: %s",
+                self._what,
+                running,
+                self._names,
+            )

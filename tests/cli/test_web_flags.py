@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from support.processes import COMMAND
+from support.tls import encrypt_key_file
 
 from wool_idle.cli import main
 
@@ -83,3 +87,34 @@ class TestWebConfig:
         assert exited.value.code == 2
         assert len(err.splitlines()) == 1
         assert "argument --web.config.file" in err and reason in err
+
+    @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])
+    def test_web_config_encrypted_key_exits_2_without_asking_for_a_password(
+        self, daemon: list[str], tls_material, tmp_path: Path
+    ) -> None:
+        """Given a web config whose key is encrypted, and the daemon's standard input
+        an open pipe (a supervisor's, `docker run -i`), when the daemon checks its
+        config, then it exits 2 naming the key file, rather than asking for the
+        password there and waiting."""
+        # Arrange
+        key = tmp_path / "server.key"
+        shutil.copy(tls_material.server.key, key)
+        encrypt_key_file(str(key))
+        path = tmp_path / "web.yml"
+        path.write_text(
+            f"tls_server_config: {{cert_file: {tls_material.server.cert}, key_file: {key}}}\n"
+        )
+        command = [*COMMAND, *daemon, "--web.config.file", str(path), "--web.config.check"]
+        # Act
+        with subprocess.Popen(
+            command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as checking:
+            try:
+                _, err = checking.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                checking.kill()
+                _, err = checking.communicate()
+        # Assert
+        assert checking.returncode == 2, err
+        assert "not valid PEM, or encrypted" in err and str(key) in err
+        assert "pass phrase" not in err

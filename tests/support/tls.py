@@ -123,3 +123,15 @@ def issue(ca: str, files: CertFiles, names: tuple[str, ...]) -> int:
     Path(written.key).replace(files.key)
     Path(written.cert).replace(files.cert)
     return cert.serial_number
+
+
+def encrypt_key_file(path: str, password: bytes = b"secret") -> None:
+    """Rewrite the PEM key in ``path`` encrypted with ``password``."""
+    key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    Path(path).write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(password),
+        )
+    )

@@ -325,7 +325,11 @@ class TestParseWebConfig:
             ("tls_server_config: {key_file: a}", "missing cert_file"),
             (
                 "tls_server_config: {cert_file: /nonexistent, key_file: /nonexistent}",
-                "cert_file/key_file '/nonexistent, /nonexistent': No such file",
+                "cert_file/key_file '/nonexistent': No such file",
+            ),
+            (
+                "tls_server_config: {cert_file: server.crt, key_file: /}",
+                "cert_file/key_file '/': a directory, not a regular file",
             ),
             (f"tls_server_config: {{{CERTS}, client_auth_type: Maybe}}", "client_auth_type"),
             (f"tls_server_config: {{{CERTS}, cipher_suites: [RC4]}}", "unknown cipher 'RC4'"),

@@ -147,3 +147,47 @@ class TestConnectionRotation:
         assert result == "ok"
         assert users == 1
         assert pool().users(connection.key) == 0
+
+    async def test_one_call_connections_move_to_rotated_identity(
+        self, start_server, material: TlsMaterial
+    ) -> None:
+        """Given a worker that lets only `caller` stop it, and one short-lived
+        connection per call presenting `stranger` (the autoscaler's way: no channel
+        outlives its call), when the client files are rewritten with a `caller`
+        certificate, then a later connection presents `caller` (its stop is refused
+        for the worker's tasks, not for the caller)."""
+        # Arrange
+        tls = ServerTls(
+            cert_file=material.server.cert,
+            key_file=material.server.key,
+            client_ca_file=material.ca,
+        )
+        policy = MethodPolicy({"stop": frozenset({"caller"})})
+        server = await start_server(
+            "localhost:0", tls=tls, service=WorkerService(authorization=policy)
+        )
+
+        async def stop_once() -> str:
+            async with WorkerConnection(
+                server.address, tls=client_tls(material, "stranger")
+            ) as connection:
+                try:
+                    await connection.stop(5.0, if_idle_for=3600.0)  # refused: not idle so long
+                except StopRefused:
+                    return "refused"
+                except RpcError as error:
+                    return error.code.name
+                return "stopped"
+
+        before = await stop_once()
+        # Act
+        issue(material.ca, material.clients["stranger"], ("caller",))
+        answers = []
+        deadline = asyncio.get_running_loop().time() + 15
+        while "refused" not in answers and asyncio.get_running_loop().time() < deadline:
+            answers.append(await stop_once())
+            await asyncio.sleep(0.2)
+        # Assert
+        assert before == "PERMISSION_DENIED"
+        assert answers[-1] == "refused"
+        assert "stopped" not in answers

@@ -12,7 +12,7 @@ import ssl
 from pathlib import Path
 
 import pytest
-from support.tls import CertFiles, TlsMaterial, issue, make_tls_material
+from support.tls import CertFiles, TlsMaterial, encrypt_key_file, issue, make_tls_material
 from support.waiting import eventually
 
 from wool_idle.exceptions import TransientRpcError
@@ -193,3 +193,22 @@ class TestPemPathsFollowed:
         # Assert
         assert again is first
         assert changed != first
+
+    def test_load_encrypted_key_is_refused_without_asking_for_a_password(
+        self, material: TlsMaterial
+    ) -> None:
+        """Given a key rotated in encrypted, when the files are loaded, then OSError
+        names the pair (OpenSSL is never left to ask for a password and wait)."""
+        encrypt_key_file(material.server.key)
+        paths = PemPaths(material.ca, material.server.cert, material.server.key)
+        with pytest.raises(OSError, match="its unencrypted key") as raised:
+            paths.load()
+        assert material.server.key in str(raised.value)
+
+    def test_load_ca_bundle_with_non_ascii_comments(self, material: TlsMaterial) -> None:
+        """Given a CA bundle with a UTF-8 title and a Latin-1 comment between its
+        certificates (as curl's cacert.pem has), when loaded, then it is taken."""
+        ca = Path(material.ca)
+        ca.write_bytes("## Bündel \u2014 CA\n".encode() + ca.read_bytes() + b"# \xe9t\xe9\n")
+        pems = PemPaths(material.ca, material.server.cert, material.server.key).load()
+        assert pems.ca == ca.read_bytes()

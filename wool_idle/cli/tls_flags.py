@@ -13,7 +13,8 @@ import ssl
 
 from wool_idle.cli.parser import Parser
 from wool_idle.cli.values import CERTIFICATES, READABLE_FILE, TEXT
-from wool_idle.worker.tls import ClientTls, ServerTls
+from wool_idle.files import in_memory_file
+from wool_idle.worker.tls import ClientTls, ServerTls, load_key_pair, read_pem
 
 
 def add_server_tls_flags(parser: Parser) -> None:
@@ -69,8 +70,12 @@ def client_tls(parser: Parser, args: argparse.Namespace) -> ClientTls | None:
 def _check_key(parser: Parser, cert: str, key: str) -> None:
     """Exit 2 naming ``--tls-key`` unless ``key`` is an unencrypted PEM key that
     matches ``cert`` (which ``CERTIFICATES`` already checked)."""
-    try:  # a password, even empty, keeps OpenSSL from prompting for one
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key, password=b"")
+    try:  # OpenSSL loads the bytes read and checked, never a path swapped since
+        cert_bytes, key_bytes = read_pem(cert, "TLS certificate"), read_pem(key, "TLS key")
+        with in_memory_file(cert_bytes) as cert_copy, in_memory_file(key_bytes) as key_copy:
+            load_key_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert_copy, key_copy)
     except ssl.SSLError as error:
         reason = error.reason or "not PEM, or encrypted"
         parser.error(f"argument --tls-key: {key!r} is no key of --tls-cert {cert!r} ({reason})")
+    except OSError as error:
+        parser.error(f"argument --tls-key: {error}")

@@ -24,7 +24,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from wool_idle.contract import LABEL_NAME
 from wool_idle.discovery.spec import DiscoverySpec
-from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
+from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
 from wool_idle.web.urls import redact
 from wool_idle.worker.address import CONTROL_CHARACTER, parse_address
 
@@ -170,21 +170,30 @@ def _url(text: str) -> str:
 def _readable_file(text: str) -> str:
     """A regular file readable now, no larger than ``CONFIG_FILE_LIMIT`` (so that a
     FIFO or ``/dev/zero`` is refused here rather than hanging the reader)."""
-    _text(text)
-    try:
-        read_regular_file(text, limit=CONFIG_FILE_LIMIT)
-    except OSError as error:
-        raise ValueError(f"cannot read {text!r}: {error.strerror}") from None
+    _read(text)
     return text
 
 
-def _certificates(text: str) -> str:
-    """A readable file holding at least one PEM certificate OpenSSL can parse."""
-    _readable_file(text)
+def _read(text: str) -> bytes:
+    """The bytes of ``_readable_file`` ``text``."""
+    _text(text)
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=text)
+        return read_regular_file(text, limit=CONFIG_FILE_LIMIT)
+    except OSError as error:
+        raise ValueError(f"cannot read {text!r}: {error.strerror}") from None
+
+
+def _certificates(text: str) -> str:
+    """A readable file holding at least one PEM certificate OpenSSL can parse (OpenSSL
+    loads an in-memory copy of the bytes read, never a path swapped since)."""
+    content = _read(text)
+    try:
+        with in_memory_file(content) as copy:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=copy)
     except ssl.SSLError as error:
         raise ValueError(f"{text!r} holds no valid PEM certificate ({error.reason})") from None
+    except OSError as error:
+        raise ValueError(f"cannot check {text!r}: {error}") from None
     return text
 
 

@@ -23,6 +23,7 @@ from wool_idle.web.yaml_fields import (
     is_null,
     text,
 )
+from wool_idle.worker.tls import load_key_pair
 
 SECTION: Final = "tls_config"
 KEYS: Final = frozenset(
@@ -64,7 +65,7 @@ class ClientTlsSettings:
             raise load_failure(f"{SECTION}.ca_file", self.ca_file or "", error) from None
         if self.cert_file and self.key_file:
             try:
-                context.load_cert_chain(opened(self.cert_file), opened(self.key_file))
+                load_key_pair(context, opened(self.cert_file), opened(self.key_file))
             except (OSError, ssl.SSLError) as error:
                 pair = f"{self.cert_file}, {self.key_file}"
                 raise load_failure(f"{SECTION}.cert_file/key_file", pair, error) from None

@@ -36,6 +36,7 @@ from wool_idle.web.yaml_fields import (
     text,
     texts,
 )
+from wool_idle.worker.tls import load_key_pair
 
 SECTION: Final = "tls_server_config"
 KEYS: Final = frozenset(
@@ -113,7 +114,7 @@ class ServerTlsSettings:
         """Load the files (each through ``opened``) into ``context`` and set it up;
         ``ConfigFileError`` names the key whose file is wrong."""
         try:
-            context.load_cert_chain(opened(self.cert_file), opened(self.key_file))
+            load_key_pair(context, opened(self.cert_file), opened(self.key_file))
         except (OSError, ssl.SSLError) as error:
             raise load_failure(
                 f"{SECTION}.cert_file/key_file", f"{self.cert_file}, {self.key_file}", error

@@ -12,19 +12,20 @@ kept; only the first build, at start, fails.
 
 OpenSSL is never handed the operator's paths: each file is read once, checked
 to be a regular file, and OpenSSL loads an in-memory copy of those bytes
-(``files.in_memory_files``), so a path swapped for a FIFO after the check
+(``files.in_memory_file``), so a path swapped for a FIFO after the check
 cannot hang the daemon, and the context is built from the bytes fingerprinted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, NamedTuple
 
-from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_files, read_regular_file
+from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
 from wool_idle.followed import Followed
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
 from wool_idle.worker.tls import RECHECK_INTERVAL
@@ -40,7 +41,7 @@ TLS_VERSIONS: Final = {
 Opened = Callable[[str], str]
 """The path OpenSSL is to load for one of the files: an in-memory copy of the bytes
 read. Raises the ``OSError`` the file gave when it was read (missing, or refused:
-not a regular file, too large)."""
+not a regular file, too large), or why no copy could be made."""
 Configure = Callable[[ssl.SSLContext, Opened], None]
 """Loads the files (each through ``Opened``) into a fresh context and sets it up;
 raises ``OSError``, ``ssl.SSLError`` or ``ConfigFileError`` naming the file that is
@@ -60,11 +61,14 @@ def tls_version(node: Node | None, where: str) -> ssl.TLSVersion | None:
 
 
 def load_failure(key: str, path: str, error: OSError | ssl.SSLError) -> ConfigFileError:
-    """The error for file ``path`` of ``key`` that could not be loaded."""
+    """The error for file ``path`` of ``key`` that could not be loaded (the one file
+    the error names, when ``path`` lists two)."""
+    if error.filename:
+        path = str(error.filename)
     if isinstance(error, ssl.SSLError) and error.reason == "KEY_VALUES_MISMATCH":
         why = "the key does not fit the certificate"
     elif isinstance(error, ssl.SSLError):
-        why = "not valid PEM" + (f" ({error.reason})" if error.reason else "")
+        why = f"not valid PEM ({error.reason})" if error.reason else "not valid PEM, or encrypted"
     else:
         why = error.strerror or str(error)
     return ConfigFileError(f"{key} {path!r}: {why}")
@@ -104,7 +108,7 @@ class ReloadingContext(ssl.SSLContext):
         self._built = Followed(
             self._build,
             what="TLS files",
-            names=", ".join(repr(path) for path in self._files),
+            names=", ".join(repr(path) for path in dict.fromkeys(self._files)),
             interval=RECHECK_INTERVAL,
             clock=clock,
         )
@@ -141,15 +145,13 @@ class ReloadingContext(ssl.SSLContext):
         if previous is not None and fingerprint == previous.fingerprint:
             return previous
         context = self if previous is None else ssl.SSLContext(self._method)
-        read = {path: data for path, data in contents.items() if isinstance(data, bytes)}
-        with in_memory_files(list(read.values())) as copies:
-            copy_of = dict(zip(read, copies, strict=True))
+        with contextlib.ExitStack() as copies:
 
             def opened(path: str) -> str:
                 content = contents[path]
                 if isinstance(content, OSError):
                     raise content
-                return copy_of[path]
+                return copies.enter_context(in_memory_file(content))
 
             self._configure(context, opened)
         return _Built(fingerprint, context)

@@ -111,7 +111,7 @@ class ChannelPool:
         options: Sequence[tuple[str, Any]] = list(key.options)
         if key.tls is None:
             return _Entry(grpc.aio.insecure_channel(key.target, options=options), None)
-        pems = self._files(key.tls).value
+        pems = self._files(key.tls).current()
         options = [*options, *key.tls.channel_options()]
         channel = grpc.aio.secure_channel(key.target, key.tls.credentials(pems), options=options)
         return _Entry(channel, pems)

@@ -21,11 +21,18 @@ from typing import Final
 
 import grpc
 
-from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_files, read_regular_file
+from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
 from wool_idle.followed import Followed
 
 RECHECK_INTERVAL: Final = 1.0
 """Seconds a client waits before it looks at the same TLS files again."""
+
+
+def load_key_pair(context: ssl.SSLContext, cert: str, key: str) -> None:
+    """Load the certificate chain in file ``cert`` and its key in file ``key`` into
+    ``context``. An encrypted key is an ``ssl.SSLError``: asked for no password,
+    OpenSSL would prompt for one on the terminal and wait there."""
+    context.load_cert_chain(cert, key, password=b"")
 
 
 def read_pem(path: str | Path, what: str) -> bytes:
@@ -83,24 +90,27 @@ class PemPaths:
         )
 
     def _check(self, pems: PemSet) -> None:
+        """``OSError`` naming the file unless each parses and the key fits the
+        certificate. OpenSSL loads in-memory copies of the bytes read (``files``)."""
         if pems.cert is not None and pems.key is not None:
+            pair = f"TLS certificate {self.cert_file!r} or key {self.key_file!r}"
             try:
-                with in_memory_files([pems.cert, pems.key]) as (cert, key):
-                    ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+                with in_memory_file(pems.cert) as cert, in_memory_file(pems.key) as key:
+                    load_key_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key)
             except ssl.SSLError as error:
                 why = (
                     "the key does not fit the certificate"
                     if error.reason == "KEY_VALUES_MISMATCH"
-                    else "not a PEM certificate chain and its key"
+                    else "not a PEM certificate chain and its unencrypted key"
                 )
-                raise OSError(
-                    f"invalid TLS certificate {self.cert_file!r} or key {self.key_file!r}: {why}"
-                ) from None
+                raise OSError(f"invalid {pair}: {why}") from None
+            except OSError as error:
+                raise OSError(f"cannot check {pair}: {error}") from None
         if pems.ca is not None:
             try:
-                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                context.load_verify_locations(cadata=pems.ca.decode("ascii"))
-            except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+                with in_memory_file(pems.ca) as ca:
+                    ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=ca)
+            except OSError as error:  # ssl.SSLError too
                 raise OSError(f"invalid {self.ca_role} {self.ca_file!r}: {error}") from None
 
     def describe(self) -> str:
