@@ -11,6 +11,7 @@ import grpc
 import pytest
 from support.wool_pools import WoolFleet
 
+from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler.actuator import ActionSettings, StopAttempt, WorkerActuator
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
@@ -54,6 +55,51 @@ class TestWorkerActuator:
         # Assert
         assert attempt == expected
         assert len(worker.stop_requests) == (expected.result is StopResult.STOPPED)
+
+    @pytest.mark.parametrize(
+        ("stop_code", "expected"),
+        [
+            (grpc.StatusCode.FAILED_PRECONDITION, StopResult.REFUSED_BUSY),
+            (grpc.StatusCode.PERMISSION_DENIED, StopResult.FAILED),
+            (grpc.StatusCode.UNAVAILABLE, StopResult.UNANSWERED),
+            (grpc.StatusCode.DEADLINE_EXCEEDED, StopResult.UNANSWERED),
+            (grpc.StatusCode.INTERNAL, StopResult.UNANSWERED),
+            (grpc.StatusCode.CANCELLED, StopResult.UNANSWERED),
+        ],
+    )
+    async def test_retire_stop_answers(
+        self, scripted, stop_code: grpc.StatusCode, expected: StopResult
+    ) -> None:
+        """Given a worker confirming its idle time whose stop reply is a refusal (busy,
+        not permitted) or any other error status, when retired, then a refusal is
+        refused_busy or failed, and any other status is unanswered (the stop may have
+        been carried out: the worker counts as retiring)."""
+        # Arrange
+        worker = await scripted(seconds=100.0, stop_code=stop_code)
+        # Act
+        attempt = await actuator().retire(stop(worker.address))
+        # Assert
+        assert attempt == StopAttempt(expected, 100.0)
+        assert len(worker.stop_requests) == 1
+
+    @pytest.mark.timeout(60)
+    async def test_retire_unbounded_grace_stop_never_answered_is_unanswered(
+        self, scripted, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given `--grace forever` and a worker that takes the stop and never answers
+        (one draining without end), when retired, then the reply is awaited a bounded
+        time, and the result is unanswered (it counts as retiring), so the cycle goes
+        on."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "UNBOUNDED_STOP_WAIT", 0.5)
+        worker = await scripted(seconds=100.0, stop_hang=True)
+        forever = WorkerActuator(ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False)
+        # Act
+        attempt = await forever.retire(stop(worker.address))
+        # Assert
+        assert attempt == StopAttempt(StopResult.UNANSWERED, 100.0)
+        (request,) = worker.stop_requests
+        assert request.timeout < 0
 
     async def test_retire_invalid_confirmation_is_refused(self, scripted) -> None:
         """Given a worker confirming NaN, when retired, then refused_busy (a value that

@@ -235,6 +235,20 @@ class TestPlan:
         assert state.retiring == {}
         assert (during, after) == ({"a": Verdict.COOLDOWN}, {"a": Verdict.STOP})
 
+    def test_after_stop_unanswered_counts_as_retiring_for_the_floor(self) -> None:
+        """Given two workers of one group and `min_workers` 1, when the stop of the
+        first got no answer (it may be draining) and the next cycle reads it up and
+        busy beside the other, now idle, then the first counts as gone and the other is
+        held by the floor: a worker that may be draining never holds the floor."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        first = plan([Reading("a", 90.0), Reading("b", 10.0)], PolicyState(), rule, 0.0)
+        state = after_stop(first.state, "a", result=StopResult.UNANSWERED, now=1.0, settings=rule)
+        # Act
+        later = verdicts([Reading("a", 5.0), Reading("b", 95.0)], state, rule=rule, now=30.0)
+        # Assert
+        assert later == {"a": Verdict.BUSY, "b": Verdict.MIN_WORKERS}
+
     def test_after_stop_dry_run_changes_nothing(self) -> None:
         """Given a planned stop that a dry run only confirmed, when the state is
         updated, then it is unchanged: not retiring, not cooling down, so the worker

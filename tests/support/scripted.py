@@ -19,10 +19,14 @@ from wool_idle.proto import SERVICE, IdleTime, StopRequest, Void
 
 @dataclass
 class ScriptedWorker:
-    """Answers ``idle`` with ``seconds`` (or aborts with ``code``); records calls."""
+    """Answers ``idle`` with ``seconds`` (or aborts with ``code``); answers ``stop``
+    (or aborts with ``code``, else ``stop_code``, or never answers: ``stop_hang``);
+    records calls."""
 
     seconds: float = 0.0
     code: grpc.StatusCode | None = None
+    stop_code: grpc.StatusCode | None = None
+    stop_hang: bool = False
     with_idle: bool = True
     hang: bool = False
     delay: float = 0.0
@@ -49,8 +53,11 @@ class ScriptedWorker:
 
     async def _stop(self, request: StopRequest, context: Any) -> Void:
         self.stop_requests.append(request)
-        if self.code is not None:
-            await context.abort(self.code, f"scripted {self.code.name}")
+        code = self.code or self.stop_code
+        if code is not None:
+            await context.abort(code, f"scripted {code.name}")
+        if self.stop_hang:
+            await asyncio.Event().wait()
         return Void()
 
     async def start(self, listen: str = "127.0.0.1:0") -> str:

@@ -8,7 +8,14 @@ wool worker) stops unconditionally: a task arriving between the confirmation
 and the stop drains for the grace, so with a grace of 0 no stop is sent at
 all (``unconditional_grace_zero``), and with any other grace the log says
 the window is open. Whatever goes wrong with one worker is that worker's
-result, never the cycle's: every exception but cancellation becomes ``failed``.
+result, never the cycle's: every exception but cancellation becomes a result.
+
+Once the stop is sent, only an answer that says it was not carried out (a
+refusal: busy, or not permitted) counts as not stopped; any other outcome is
+``unanswered``, and the worker counts as retiring (it may be draining). The
+reply is awaited for the drain and ``STOP_DEADLINE_MARGIN``, and with an
+unbounded grace for ``UNBOUNDED_STOP_WAIT`` only, so one worker draining
+without end (or never answering) never holds up the cycle.
 """
 
 from __future__ import annotations
@@ -16,18 +23,32 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
+
+import grpc
 
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult
-from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
-from wool_idle.exceptions import StopRefused, TransientRpcError
+from wool_idle.contract import DEFAULT_GRACE, STOP_DEADLINE_MARGIN, stop_deadline, valid_idle
+from wool_idle.exceptions import RpcError, StopRefused, TransientRpcError
 from wool_idle.worker import ClientTls, WorkerConnection
 
 log = logging.getLogger("wool_idle.autoscaler")
 
 BeforeStop = Callable[[str], Awaitable[None]]
 """Awaited after the worker confirmed its idle time and right before the stop RPC."""
+UNBOUNDED_STOP_WAIT: Final = STOP_DEADLINE_MARGIN
+"""Seconds the reply to a stop with an unbounded grace is awaited (a refusal comes at
+once; an accepted stop answers only once drained)."""
+NOT_CARRIED_OUT: Final = frozenset(
+    {
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNIMPLEMENTED,
+    }
+)
+"""Statuses of a stop reply that say the worker did not stop (besides ``StopRefused``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,14 +129,32 @@ class WorkerActuator:
         try:
             if self.before_stop is not None:
                 await self.before_stop(worker)
-            await connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
+        except Exception as error:
+            return _failed(worker, "before stop", error, idle)
+        timeout = stop_deadline(grace) or UNBOUNDED_STOP_WAIT
+        try:
+            await connection.stop(grace, timeout=timeout, if_idle_for=self.max_idle)
         except StopRefused:
             return StopAttempt(StopResult.REFUSED_BUSY, idle)
-        except TransientRpcError:
-            return StopAttempt(StopResult.UNREACHABLE, idle)
-        except Exception as error:
-            return _failed(worker, "stop", error, idle)
+        except RpcError as error:
+            if error.code in NOT_CARRIED_OUT:
+                return _failed(worker, "stop", error, idle)
+            return _unanswered(worker, error, idle)
+        except Exception as error:  # no status at all: the stop may have been carried out
+            return _unanswered(worker, error, idle)
         return StopAttempt(StopResult.STOPPED, idle)
+
+
+def _unanswered(worker: str, error: Exception, confirmed: float) -> StopAttempt:
+    """An ``unanswered`` stop, logged once (it is in no other record)."""
+    log.warning(
+        "worker %s: the stop got no answer saying what came of it (%s: %s); it counts "
+        "as retiring",
+        worker,
+        type(error).__name__,
+        error,
+    )
+    return StopAttempt(StopResult.UNANSWERED, confirmed)
 
 
 def _failed(worker: str, step: str, error: Exception, confirmed: float | None) -> StopAttempt:

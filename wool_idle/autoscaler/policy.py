@@ -227,13 +227,14 @@ def after_stop(
 ) -> PolicyState:
     """The state once a planned stop of ``worker`` has come to ``result``.
 
-    A stop sent (``STOPPED``) makes the worker retiring: it counts as gone for
-    the floor and is not stopped again. A dry run changes nothing. Any other
-    result resets the worker's streak and cools it down for ``cooldown`` s.
+    A stop sent (``STOPPED``, or ``UNANSWERED``: it may be draining) makes the
+    worker retiring: it counts as gone for the floor and is not stopped again. A
+    dry run changes nothing. Any other result resets the worker's streak and cools
+    it down for ``cooldown`` s.
     """
     if result is StopResult.DRY_RUN:
         return state
-    if result is StopResult.STOPPED:
+    if result in (StopResult.STOPPED, StopResult.UNANSWERED):
         return replace(state, retiring={**state.retiring, worker: now})
     return replace(
         state,

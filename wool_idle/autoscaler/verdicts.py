@@ -97,7 +97,15 @@ class StopResult(StrEnum):
     arriving between the confirmation and the stop would be cancelled. It cools
     down. (With a grace > 0 such a worker is stopped, and the log says the window
     is open: a task arriving in it drains for the grace.)"""
+    UNANSWERED = "unanswered"
+    """The stop was sent, and no answer said what came of it: a timeout, a dropped
+    connection, an error status other than a refusal, a reply that does not decode.
+    The worker may be draining, so it counts as retiring, as if ``stopped``: gone for
+    the floor, and not stopped again while the mark lasts."""
     UNREACHABLE = "unreachable"
-    """The worker did not answer (a transient gRPC status). It cools down."""
+    """The worker did not answer its idle RPC (a transient gRPC status): no stop was
+    sent. It cools down."""
     FAILED = "failed"
-    """Any other error, including a reply that does not decode. It cools down."""
+    """Any other error before a stop was sent (the idle RPC, a reply that does not
+    decode), or a stop refused for another reason than work (``PERMISSION_DENIED``).
+    It cools down."""
