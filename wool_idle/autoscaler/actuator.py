@@ -148,8 +148,7 @@ class WorkerActuator:
 def _unanswered(worker: str, error: Exception, confirmed: float) -> StopAttempt:
     """An ``unanswered`` stop, logged once (it is in no other record)."""
     log.warning(
-        "worker %s: the stop got no answer saying what came of it (%s: %s); it counts "
-        "as retiring",
+        "worker %s: the stop got no answer saying what came of it (%s: %s); it counts as retiring",
         worker,
         type(error).__name__,
         error,
