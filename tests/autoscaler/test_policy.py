@@ -235,6 +235,25 @@ class TestPlan:
         assert state.retiring == {}
         assert (during, after) == ({"a": Verdict.COOLDOWN}, {"a": Verdict.STOP})
 
+    @pytest.mark.parametrize(
+        ("age", "old_verdict", "other_verdict"),
+        [
+            (5.0, Verdict.UNSUPPORTED, Verdict.STOP),
+            (math.inf, Verdict.STALE, Verdict.MIN_WORKERS),
+            (600.0, Verdict.STALE, Verdict.MIN_WORKERS),
+        ],
+    )
+    def test_plan_unsupported_holds_the_floor_only_when_fresh(
+        self, age: float, old_verdict: Verdict, other_verdict: Verdict
+    ) -> None:
+        """Given a worker that predates the idle RPC beside an idle one, and
+        `min_workers` 1, when planned, then the old worker holds the floor (the idle
+        one is stopped) only when the answer saying it predates the RPC is fresh; an
+        old or unknown one is stale."""
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        readings = [Reading("old", None, supported=False, age=age), Reading("b", 95.0)]
+        assert verdicts(readings, rule=rule) == {"old": old_verdict, "b": other_verdict}
+
     def test_after_stop_unanswered_counts_as_retiring_for_the_floor(self) -> None:
         """Given two workers of one group and `min_workers` 1, when the stop of the
         first got no answer (it may be draining) and the next cycle reads it up and

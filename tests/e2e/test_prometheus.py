@@ -16,7 +16,9 @@ from support.fleet import ExporterProcess, Fleet
 from support.processes import spawn_cli
 from support.prometheus import PrometheusServer, free_port
 
+from wool_idle.autoscaler.policy import PolicySettings, PolicyState, plan
 from wool_idle.autoscaler.sources import PrometheusSource, Selector, parse_exposition
+from wool_idle.autoscaler.verdicts import Verdict
 
 pytestmark = pytest.mark.e2e
 
@@ -309,6 +311,50 @@ class TestSelectorsAndGroupsInPrometheus:
         assert seen[0][1] == {hot: ("hot", "eu"), cold: ("cold,gpu", ""), bare: ("", "")}
         assert set(seen[4][1]) == {hot} and set(seen[5][1]) == {bare}
         assert set(seen[8][1]) == {cold}
+
+    async def test_prometheus_unsupported_worker_read_fresh(self, tmp_path: Path, scripted) -> None:
+        """Given a worker that predates the idle RPC (it answers UNIMPLEMENTED) beside
+        an idle one, both scraped through the exporter by a real Prometheus, when the
+        Prometheus source reads them, then the old worker's reading carries the
+        fresh age of its `idle_supported` sample, so the plan knows it `unsupported`
+        (alive) rather than `stale` (unknown): an old answer never holds the floor."""
+        # Arrange
+        fleet = Fleet()
+        (idle,) = await fleet.start(1)
+        old = await scripted(with_idle=False)
+        targets = [{"targets": [idle, old.address], "labels": {}}]
+        (tmp_path / "targets.yml").write_text(yaml.safe_dump(targets))
+        exporter = spawn_cli(
+            ["exporter", "--listen", "127.0.0.1:0", "--targets-file", str(tmp_path / "targets.yml")]
+        )
+        url = exporter.stdout.readline().strip()
+        listen = url.removeprefix("http://").removesuffix("/metrics")
+        prometheus = PrometheusServer(
+            tmp_path, {**scrape_config(**{"wool-idle": listen}), "rule_files": []}, {}
+        )
+        try:
+            prometheus.start()
+            deadline = time.monotonic() + 60
+            while len(prometheus.query("wool_worker_up")) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.25)
+            async with aiohttp.ClientSession() as session:
+                # Act
+                source = PrometheusSource(session, prometheus.url, [], None, 5.0)
+                readings = {r.worker: r for r in await source.read()}
+        finally:
+            prometheus.stop()
+            exporter.terminate()
+            exporter.wait(timeout=30)
+            await fleet.close()
+        rule = PolicySettings(max_idle=3600.0, min_workers=0)
+        decisions = plan(list(readings.values()), PolicyState(), rule, 0.0).decisions
+        # Assert
+        assert not readings[old.address].supported
+        assert 0 <= readings[old.address].age <= rule.max_staleness
+        assert {d.worker: d.verdict for d in decisions} == {
+            idle: Verdict.BUSY,
+            old.address: Verdict.UNSUPPORTED,
+        }
 
 
 def groups_of(readings: list) -> dict[str, tuple[str, ...]]:

@@ -2,8 +2,8 @@
 
 A group may lose workers down to ``min_workers`` workers known alive, and at
 most ``limit`` per cycle. Known alive: the reading is up and not conflicting,
-and carries a fresh valid idle value (busy or idle past the rule), or says the
-worker answered UNIMPLEMENTED (``unsupported``). A reading that is merely up,
+and carries a fresh valid idle value (busy or idle past the rule), or says, as
+freshly, that the worker answered UNIMPLEMENTED (``unsupported``). A reading that is merely up,
 with no value, a stale value or an invalid one, holds no floor: nothing shows
 that a worker answers there now. A worker already retiring counts as gone; one
 read under several labels counts once (``aliases``).

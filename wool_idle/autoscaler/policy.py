@@ -150,11 +150,12 @@ def _disqualifier(reading: Reading, settings: PolicySettings) -> Verdict | None:
         return Verdict.CONFLICTING
     if not reading.up:
         return Verdict.DOWN
-    if not reading.supported:
-        return Verdict.UNSUPPORTED
+    fresh = 0 <= reading.age <= settings.max_staleness
+    if not reading.supported:  # an old answer would hold the floor for a worker gone since
+        return Verdict.UNSUPPORTED if fresh else Verdict.STALE
     if not valid_idle(reading.idle):
         return Verdict.INVALID_VALUE
-    if not (0 <= reading.age <= settings.max_staleness):
+    if not fresh:
         return Verdict.STALE
     assert reading.idle is not None
     if reading.idle < settings.max_idle:

@@ -43,7 +43,8 @@ class Verdict(StrEnum):
     DOWN = "down"
     """The source says the worker does not answer."""
     UNSUPPORTED = "unsupported"
-    """The worker predates the idle RPC."""
+    """The worker predates the idle RPC (a fresh answer says so; an old one is
+    ``stale``)."""
     NOT_ALERTING = "not_alerting"
     """Gated on an alert that does not fire for this worker."""
     WAITING = "waiting"
@@ -70,7 +71,8 @@ class Verdict(StrEnum):
     INVALID_VALUE = _blocking("invalid_value")
     """No idle value, or one that is not a finite number >= 0."""
     STALE = _blocking("stale")
-    """The idle sample's age is unknown, negative or over ``max_staleness``."""
+    """The idle sample's age (or, for a worker that predates the idle RPC, its
+    ``idle_supported`` sample's) is unknown, negative or over ``max_staleness``."""
     CONFLICTING = _blocking("conflicting")
     """Two series or readings of this worker disagree."""
     INVALID_ADDRESS = _blocking("invalid_address")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import aiohttp
 import pytest
@@ -233,7 +232,10 @@ class TestQueries:
             '{__name__=~"wool_worker_idle_seconds|wool_worker_up|wool_worker_idle_supported",'
             'pool="g\\"pu"}'
         )
-        assert age_query(selectors) == 'time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
+        assert age_query(selectors) == (
+            'time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
+            ' or time() - timestamp(wool_worker_idle_supported{pool="g\\"pu"})'
+        )
 
     def test_queries_push_every_operator_down(self) -> None:
         """Given selectors with each operator, when rendered, then each is the same
@@ -243,7 +245,10 @@ class TestQueries:
         matchers = 'a!="x",b=~"h.t|c",c!~"\\\\d+"'
         # Act / Assert
         assert series_query(selectors).endswith(f",{matchers}}}")
-        assert age_query(selectors) == f"time() - timestamp(wool_worker_idle_seconds{{{matchers}}})"
+        assert age_query(selectors) == (
+            f"time() - timestamp(wool_worker_idle_seconds{{{matchers}}})"
+            f" or time() - timestamp(wool_worker_idle_supported{{{matchers}}})"
+        )
 
     def test_alert_query_escapes_the_name(self) -> None:
         """Given an alert name with a quote, when rendered, then it is one PromQL string."""
@@ -251,20 +256,37 @@ class TestQueries:
 
 
 class TestPrometheusSource:
-    async def test_read_pins_one_evaluation_time(self, aiohttp_server) -> None:
-        """Given a source gated on an alert, when read, then its three queries go to
-        /api/v1/query with one and the same `time` (the moment of the read), and
-        /api/v1/alerts (which has no time) is never asked."""
+    async def test_read_pins_prometheus_evaluation_time(self, aiohttp_server) -> None:
+        """Given a source gated on an alert, and a Prometheus whose clock is far from
+        this host's (its answers are evaluated at 1700000000), when read, then the
+        policy's series are asked at Prometheus's now (no `time`) and the age and
+        alert queries are pinned to the time that answer was evaluated at, all on
+        /api/v1/query (/api/v1/alerts, which has no time, is never asked)."""
         # Arrange
-        prometheus = FakePrometheus(vector(), vector(), vector())
-        before = time.time()
+        prometheus = FakePrometheus(vector(*healthy("a:1", "500")), vector(), vector())
         # Act
         await prometheus.read(aiohttp_server, alert="WoolWorkerIdle")
         # Assert
         assert prometheus.paths == ["/api/v1/query"] * 3
-        assert len(set(prometheus.times)) == 1
-        (pinned,) = set(prometheus.times)
-        assert pinned is not None and before - 1 <= float(pinned) <= time.time() + 1
+        assert prometheus.times == [None, "1700000000.0", "1700000000.0"]
+
+    async def test_read_no_series_asks_nothing_more(self, aiohttp_server) -> None:
+        """Given Prometheus has none of the policy's series, when read, then no reading,
+        and no other query is asked."""
+        prometheus = FakePrometheus(vector(), vector(({"worker": "a:1"}, "1")))
+        readings = await prometheus.read(aiohttp_server)
+        assert readings == []
+        assert prometheus.times == [None]
+
+    @pytest.mark.parametrize("at", [None, "1700000000", float("inf"), True, []])
+    async def test_read_no_evaluation_time_fails(self, aiohttp_server, at: object) -> None:
+        """Given an answer whose first sample carries no finite evaluation time, when
+        read, then the read fails (nothing is pinned to a time that is not one)."""
+        values = vector(*healthy("a:1", "500"))
+        values["data"]["result"][0]["value"][0] = at
+        prometheus = FakePrometheus(values, vector())
+        with pytest.raises(SourceError, match="no finite evaluation time"):
+            await prometheus.read(aiohttp_server)
 
     async def test_read_missing_age_is_stale(self, aiohttp_server) -> None:
         """Given Prometheus answering values for two idle workers but an age for one,

@@ -177,10 +177,12 @@ class TestFetchCap:
             return parse(*args, **kwargs)
 
         monkeypatch.setattr(module, name, watched)
-        empty = '{"status": "success", "data": {"resultType": "vector", "result": []}}'
+        sample = '{"metric": {"__name__": "wool_worker_up", "worker": "127.0.0.1:1"}, '
+        vector = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
+        one = vector % (sample + '"value": [1700000000, "1"]}')
 
         async def answer(request: web.Request) -> web.Response:
-            return web.Response(text=IDLE_ROW % 1 if kind == "exporter" else empty)
+            return web.Response(text=IDLE_ROW % 1 if kind == "exporter" else one)
 
         base = await serve_every_path(aiohttp_server, answer)
         async with aiohttp.ClientSession() as session:

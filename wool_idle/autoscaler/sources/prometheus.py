@@ -1,18 +1,24 @@
 """Reading a Prometheus server's HTTP API, every query at one pinned time.
 
-Up to three instant queries, all evaluated at the same ``time``: the policy's
-series; the age of each idle sample (evaluation time minus sample time); and,
-when an alert gates retirement, that alert's ``ALERTS`` series in state
-firing. ``/api/v1/alerts`` is not used: it has no time parameter, so it could
-describe another instant than the values. A worker missing from the age
-result has an unknown age, which is stale.
+Up to three instant queries, all evaluated at the same time: the policy's
+series; the age of each idle sample, or of an ``idle_supported`` sample where
+there is no idle one (evaluation time minus sample time); and, when an alert
+gates retirement, that alert's ``ALERTS`` series in state firing.
+``/api/v1/alerts`` is not used: it has no time parameter, so it could describe
+another instant than the values. A worker missing from the age result has an
+unknown age, which is stale.
+
+The time is Prometheus's own, never this host's clock: the policy's series are
+asked for at Prometheus's now, and the other queries are pinned to the time
+that answer was evaluated at. (Pinned to a clock running behind, every query
+would describe the fleet as it was then, with ages that look fresh: a worker
+gone since would still hold ``--min-workers``.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -38,9 +44,14 @@ def series_query(selectors: Sequence[Selector]) -> str:
 
 
 def age_query(selectors: Sequence[Selector]) -> str:
-    """PromQL for the age of each idle sample (evaluation time minus sample time)."""
+    """PromQL for the age of each worker's idle sample (evaluation time minus sample
+    time), or of its ``idle_supported`` sample where it has no idle one (a worker
+    that predates the idle RPC: its answer is only as fresh as that sample)."""
     matchers = ",".join(s.promql() for s in selectors)
-    return f"time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
+    return (
+        f"time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
+        f" or time() - timestamp({IDLE_SUPPORTED}{{{matchers}}})"
+    )
 
 
 def alert_query(alert: str) -> str:
@@ -81,6 +92,20 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
     return samples.readings(default_age=math.inf)
 
 
+def evaluation_time(body: Any) -> float | None:
+    """The time an instant-vector answer was evaluated at (every sample carries it as
+    its timestamp), or None when it has no sample. ``SourceError`` unless the first
+    sample's is a finite number (the samples themselves are checked when parsed)."""
+    result = _result(body)
+    if not result:
+        return None
+    value = result[0].get("value") if type(result[0]) is dict else None
+    at = value[0] if type(value) is list and value else None
+    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+        raise SourceError("query result sample has no finite evaluation time")
+    return float(at)
+
+
 def parse_alert_response(body: Any) -> set[str]:
     """Workers whose ``alert_query`` series is present, from its body."""
     return {_worker(labels) for labels, _ in _samples(body) if WORKER_LABEL in labels}
@@ -92,6 +117,19 @@ def _samples(body: Any) -> Iterator[tuple[dict[str, Any], Any]]:
     Bodies come from ``json.loads``, so objects are exactly ``dict`` and arrays
     exactly ``list``; exact type checks keep this loop close to the parse floor.
     """
+    malformed = "query result item has malformed labels or value"
+    for item in _result(body):
+        if type(item) is not dict:
+            raise SourceError(malformed)
+        labels, value = item.get("metric"), item.get("value")
+        if type(labels) is not dict or type(value) is not list or len(value) != 2:
+            raise SourceError(malformed)
+        yield labels, value[1]
+
+
+def _result(body: Any) -> list[Any]:
+    """The result list of an instant-vector API response; ``SourceError`` for a failed
+    query or another shape."""
     if type(body) is not dict or body.get("status") != "success":
         raise SourceError(f"query failed: {_error_text(body)}")
     data = body.get("data")
@@ -100,14 +138,7 @@ def _samples(body: Any) -> Iterator[tuple[dict[str, Any], Any]]:
     result = data.get("result")
     if type(result) is not list:
         raise SourceError("query result is not a list")
-    malformed = "query result item has malformed labels or value"
-    for item in result:
-        if type(item) is not dict:
-            raise SourceError(malformed)
-        labels, value = item.get("metric"), item.get("value")
-        if type(labels) is not dict or type(value) is not list or len(value) != 2:
-            raise SourceError(malformed)
-        yield labels, value[1]
+    return result
 
 
 def _worker(labels: dict[str, Any]) -> str:
@@ -158,21 +189,33 @@ class PrometheusSource:
         self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
 
     async def read(self) -> list[Reading]:
-        queries = [series_query(self.selectors), age_query(self.selectors)]
+        """The policy's series at Prometheus's now, then the other queries pinned to
+        the time they were evaluated at (see the module docstring)."""
+        url, limit = f"{self.base}/api/v1/query", self.max_bytes
+        values = await fetch(
+            self.session,
+            url,
+            {"query": series_query(self.selectors)},
+            self.timeout,
+            max_bytes=limit,
+        )
+        at = await asyncio.to_thread(evaluation_time, values)
+        if at is None:
+            return []  # no series: no worker to read
+        queries = [age_query(self.selectors)]
         if self.alert is not None:
             queries.append(alert_query(self.alert))
-        url, at = f"{self.base}/api/v1/query", f"{time.time():.3f}"
-        limit = self.max_bytes
+        pinned = repr(at)
         bodies = await asyncio.gather(
             *(
-                fetch(self.session, url, {"query": q, "time": at}, self.timeout, max_bytes=limit)
+                fetch(
+                    self.session, url, {"query": q, "time": pinned}, self.timeout, max_bytes=limit
+                )
                 for q in queries
             )
         )
-        readings = await asyncio.to_thread(
-            parse_query_responses, bodies[0], bodies[1], self.group_by
-        )
+        readings = await asyncio.to_thread(parse_query_responses, values, bodies[0], self.group_by)
         if self.alert is None:
             return readings
-        firing = parse_alert_response(bodies[2])
+        firing = parse_alert_response(bodies[1])
         return [replace(r, alerting=r.worker in firing) for r in readings]
