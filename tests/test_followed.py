@@ -117,9 +117,9 @@ class TestFollowed:
         assert caplog.records == []
 
     def test_current_stalled_read_is_logged_once(self, caplog: pytest.LogCaptureFixture) -> None:
-        """Given a read that hangs, when asked for past ``STALLED_AFTER`` intervals,
-        then the stall is logged once, naming the files, and the last good value
-        is kept."""
+        """Given a read that hangs, when asked for past ``STALLED_AFTER`` seconds
+        after it began, then the stall is logged once, naming the files, and the last
+        good value is kept."""
         # Arrange
         files, clock = Files(), Clock()
         value = followed(files, clock)
@@ -127,9 +127,10 @@ class TestFollowed:
         caplog.set_level(logging.WARNING, "wool_idle.followed")
         clock.now = 1.0
         value.current()  # starts the read that hangs
+        assert eventually(lambda: files.loads == 2)  # the read began (at 1.0)
         # Act
         answers = []
-        for seconds in (5.0, STALLED_AFTER + 1.0, STALLED_AFTER + 5.0, 60.0):
+        for seconds in (5.0, 1.0 + STALLED_AFTER, 5.0 + STALLED_AFTER, 60.0):
             clock.now = seconds
             answers.append(value.current())
         files.gate.set()
@@ -184,3 +185,44 @@ class TestFollowed:
         assert len(warnings) == 1
         assert "KeyError: 'boom'" in warnings[0].getMessage()
         assert warnings[0].exc_info is not None
+
+    def test_reload_while_another_runs_answers_at_once(self) -> None:
+        """Given a reload stalled on its files (gRPC's handshake threads ask for the
+        worker's certificate this way), when another thread reloads, then it gets the
+        last good value at once rather than wait; once the first ends, its value is
+        taken."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content, files.gate = "v2", threading.Event()
+        first = threading.Thread(target=value.reload)
+        first.start()
+        assert eventually(lambda: files.loads == 2)
+        # Act
+        second = value.reload()
+        files.gate.set()
+        first.join(10)
+        # Assert
+        assert second == "v1"
+        assert value.value == "v2"
+
+    async def test_fresh_waits_for_the_read_it_starts(self) -> None:
+        """Given files changed since the last look, an interval ago, when asked for
+        fresh, then the answer is the new value (the read ran on a thread, and the
+        caller waited for it)."""
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content = "v2"
+        clock.now = 1.0
+        assert await value.fresh(10.0) == "v2"
+
+    async def test_fresh_waits_a_bounded_time_for_a_stalled_read(self) -> None:
+        """Given a read that hangs, when asked for fresh with a short wait, then the
+        last good value comes back once the wait is over."""
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content, files.gate = "v2", threading.Event()
+        clock.now = 1.0
+        answer = await value.fresh(0.2)
+        files.gate.set()
+        assert answer == "v1"

@@ -8,30 +8,36 @@ them: a stalled network file system would stall every request with it.
 use what it loaded. A reload that hangs holds nobody up and starts no other
 (nothing waits for a daemon thread, not even the process's exit).
 
-Where the caller is not the event loop and wants the files as they are now
-(gRPC asks a worker's certificate from its own threads before each
-handshake), ``reload`` loads them on the caller's thread.
+A caller that looks rarely (a connection made once a cycle) would so use the
+files as of its previous look: ``fresh`` also waits, a bounded time, for the
+reload it starts. Where the caller is not the event loop and wants the files
+as they are now (gRPC asks a worker's certificate from its own threads before
+each handshake), ``reload`` loads them on the caller's thread, or answers the
+last good value at once while another reload runs.
 
 Files that do not load are logged, once for each distinct failure, and the
 last good value is kept; only the first load, at construction, raises. So is
-a reload that takes ``STALLED_AFTER`` intervals or more (it goes on, and a
+a reload still running after ``STALLED_AFTER`` seconds (it goes on, and a
 value it ends with is taken), and a reload thread that cannot be started.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Final, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
 Value = TypeVar("Value")
 
-STALLED_AFTER: Final = 10
-"""Intervals after which a reload still running is logged as stalled (once)."""
+STALLED_AFTER: Final = 10.0
+"""Seconds after which a reload still running is logged as stalled (once)."""
 
 
 class Followed(Generic[Value]):
@@ -61,9 +67,12 @@ class Followed(Generic[Value]):
         self._lock = threading.Lock()
         self._value = load(None)
         self._checked = clock()
-        self._reloading = False
-        self._failure = ""
+        self._running: Future[None] | None = None
+        """The reload started on a thread by ``current``, until it ends."""
+        self._started: float | None = None
+        """When the reload under way (on any thread) began."""
         self._stall_logged = False
+        self._failure = ""
 
     @property
     def value(self) -> Value:
@@ -76,24 +85,41 @@ class Followed(Generic[Value]):
         now = self._clock()
         if now - self._checked < self._interval:
             return self._value
-        if self._reloading:
-            self._warn_if_stalled(now)
+        if self._running is not None:
+            self._warn_if_stalled()
             return self._value
-        self._checked, self._reloading, self._stall_logged = now, True, False
+        self._checked = now
+        running = self._running = Future()
         reloader = threading.Thread(
-            target=self._reload_then_done, name="wool-idle-reload", daemon=True
+            target=self._reload_then_done, args=(running,), name="wool-idle-reload", daemon=True
         )
         try:
             reloader.start()
         except RuntimeError as error:  # no thread left (a pids limit): try next interval
-            self._reloading = False
+            self._running = None
             self._log_failure(f"cannot start a thread to read them: {error}")
+        return self._value
+
+    async def fresh(self, wait: float) -> Value:
+        """``current()``, after waiting (at most ``wait`` seconds, off the event loop's
+        time) for the reload it started or found running."""
+        self.current()
+        running = self._running
+        if running is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(running)), wait)
         return self._value
 
     def reload(self) -> Value:
         """Load the files now, on this thread, and return the last good value: what
-        they give, or (when they do not load) the value before."""
-        with self._lock:
+        they give, or (when they do not load) the value before. While another reload
+        runs, the last good value at once: a read stalled on its file system holds
+        up no other caller."""
+        if not self._lock.acquire(blocking=False):
+            self._warn_if_stalled()
+            return self._value
+        try:
+            self._started, self._stall_logged = self._clock(), False
             previous = self._value
             try:
                 fresh = self._load(previous)
@@ -108,12 +134,16 @@ class Followed(Generic[Value]):
                 self._value = fresh
                 log.info("%s reloaded: %s", self._what, self._names)
             return fresh
+        finally:
+            self._started = None
+            self._lock.release()
 
-    def _reload_then_done(self) -> None:
+    def _reload_then_done(self, running: Future[None]) -> None:
         try:
             self.reload()
         finally:
-            self._reloading = False
+            self._running = None
+            running.set_result(None)
 
     def _log_failure(self, failure: str, *, exc_info: bool = False) -> None:
         """Warn that the last good value is kept, once until the failure changes."""
@@ -121,10 +151,11 @@ class Followed(Generic[Value]):
             self._failure = failure
             log.warning("keeping the %s loaded before: %s", self._what, failure, exc_info=exc_info)
 
-    def _warn_if_stalled(self, now: float) -> None:
-        """Warn, once per reload, of one running ``STALLED_AFTER`` intervals or more."""
-        running = now - self._checked
-        if not self._stall_logged and running >= STALLED_AFTER * self._interval:
+    def _warn_if_stalled(self) -> None:
+        """Warn, once per reload, of one running ``STALLED_AFTER`` seconds or more."""
+        started = self._started
+        running = 0.0 if started is None else self._clock() - started
+        if running >= STALLED_AFTER and not self._stall_logged:
             self._stall_logged = True
             log.warning(
                 "reading the %s has taken %.0f s so far (a stalled file system?); "

@@ -17,7 +17,7 @@ from support.waiting import eventually
 
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import ClientTls, LocalWorker, ServerTls, WorkerConnection
-from wool_idle.worker.tls import PemPaths
+from wool_idle.worker.tls import UTF8_BOM, PemPaths
 
 
 @pytest.fixture
@@ -124,6 +124,25 @@ class TestServerTls:
         # Assert
         assert idle > 0.0
 
+    async def test_credentials_files_with_a_byte_order_mark_work(
+        self, start_server, material: TlsMaterial
+    ) -> None:
+        """Given every PEM file saved with a UTF-8 byte order mark (as some editors
+        save UTF-8), a worker requiring client certificates from its CA, and a client
+        verifying it, when the client calls, then the call succeeds (gRPC refuses the
+        mark, so it is taken off as OpenSSL would skip it)."""
+        # Arrange
+        caller = material.clients["caller"]
+        for path in (material.ca, material.server.cert, material.server.key, caller.cert):
+            Path(path).write_bytes(UTF8_BOM + Path(path).read_bytes())
+        server = await start_server("localhost:0", tls=server_tls(material, material.ca))
+        tls = ClientTls(ca_file=material.ca, cert_file=caller.cert, key_file=caller.key)
+        # Act
+        async with WorkerConnection(server.address, tls=tls) as connection:
+            idle = await connection.idle_time(timeout=5)
+        # Assert
+        assert idle >= 0.0
+
 
 class TestPemPathsFollowed:
     @pytest.mark.parametrize(
@@ -212,3 +231,13 @@ class TestPemPathsFollowed:
         ca.write_bytes("## Bündel \u2014 CA\n".encode() + ca.read_bytes() + b"# \xe9t\xe9\n")
         pems = PemPaths(material.ca, material.server.cert, material.server.key).load()
         assert pems.ca == ca.read_bytes()
+
+    def test_load_nul_byte_is_refused(self, material: TlsMaterial) -> None:
+        """Given a CA file holding a NUL byte (not PEM text: gRPC would refuse it at
+        the handshake, after OpenSSL's check passed), when loaded, then OSError names
+        the file."""
+        Path(material.ca).write_bytes(Path(material.ca).read_bytes() + b"\0")
+        paths = PemPaths(material.ca, material.server.cert, material.server.key)
+        with pytest.raises(OSError, match="a NUL byte, so not PEM text") as raised:
+            paths.load()
+        assert material.ca in str(raised.value)

@@ -191,7 +191,8 @@ def _certificates(text: str) -> str:
         with in_memory_file(content) as copy:
             ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=copy)
     except ssl.SSLError as error:
-        raise ValueError(f"{text!r} holds no valid PEM certificate ({error.reason})") from None
+        why = error.reason or "not PEM"
+        raise ValueError(f"{text!r} holds no valid PEM certificate ({why})") from None
     except OSError as error:
         raise ValueError(f"cannot check {text!r}: {error}") from None
     return text

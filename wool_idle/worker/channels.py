@@ -7,9 +7,11 @@ aio channels belong to the loop that made them, hence one pool per loop.
 A TLS channel is made from its files as they were when it opened. The pool
 has a TLS setting's files read again at most once per ``RECHECK_INTERVAL``, on
 a thread of their own (``followed``: the event loop never waits for a file);
-once they changed, the next ``acquire`` opens a new channel, and ``current`` tells
-a connection holding the old one to move (the old one closes when its last
-user releases it).
+once they changed, the next ``acquire`` opens a new channel, and ``current``
+tells a connection holding the old one to move (the old one closes when its
+last user releases it). Before a connection opens a channel it awaits
+``look_again``, so that one made once a cycle uses the files as they are, not
+as of its previous look.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import grpc
 
@@ -27,6 +29,8 @@ from wool_idle.followed import Followed
 from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet
 
 ChannelOptions = tuple[tuple[str, Any], ...]
+FRESH_WAIT: Final = 1.0
+"""Seconds a connection about to open a channel waits for its TLS files to be read."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,13 @@ class ChannelPool:
             if not entries:
                 del self._entries[key]
             await entry.channel.close()
+
+    async def look_again(self, key: ChannelKey) -> None:
+        """When ``key``'s TLS files were last read ``RECHECK_INTERVAL`` ago or more,
+        have them read again and wait for it (at most ``FRESH_WAIT`` seconds; then
+        the last good ones serve)."""
+        if key.tls is not None:
+            await self._files(key.tls).fresh(FRESH_WAIT)
 
     def users(self, key: ChannelKey) -> int:
         """How many connections hold a channel of ``key`` (0 when none is open)."""

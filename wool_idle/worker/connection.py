@@ -83,6 +83,7 @@ class WorkerConnection:
             self._pool = pool()
         stubs = self._stubs
         if stubs is None or not self._pool.current(self.key, stubs.channel):
+            await self._pool.look_again(self.key)
             self._stubs = Stubs(self._pool.acquire(self.key))
             if stubs is not None:
                 await self._retire(stubs)

@@ -24,6 +24,7 @@ import grpc
 from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
 from wool_idle.followed import Followed
 
+UTF8_BOM: Final = b"\xef\xbb\xbf"
 RECHECK_INTERVAL: Final = 1.0
 """Seconds a client waits before it looks at the same TLS files again."""
 
@@ -36,12 +37,18 @@ def load_key_pair(context: ssl.SSLContext, cert: str, key: str) -> None:
 
 
 def read_pem(path: str | Path, what: str) -> bytes:
-    """Return the bytes of ``path`` (a regular file of at most ``CONFIG_FILE_LIMIT``
-    bytes); ``OSError`` names ``what`` and the path."""
+    """Return the PEM text of ``path`` (a regular file of at most ``CONFIG_FILE_LIMIT``
+    bytes) as gRPC takes it: a leading UTF-8 byte order mark (an editor's) removed,
+    which OpenSSL would skip but gRPC refuses. ``OSError`` names ``what`` and the
+    path, for a file that cannot be read or holds a NUL byte (not PEM text: gRPC
+    would refuse it at the handshake, after every check had passed)."""
     try:
-        return read_regular_file(path, limit=CONFIG_FILE_LIMIT)
+        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT)
     except OSError as error:
         raise OSError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
+    if b"\0" in content:
+        raise OSError(f"invalid {what} {str(path)!r}: a NUL byte, so not PEM text")
+    return content.removeprefix(UTF8_BOM)
 
 
 @dataclass(frozen=True)
