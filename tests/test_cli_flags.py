@@ -133,6 +133,9 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     ([*SCALE, "--selector", "pool=~[[:alpha:]]"], "--selector"),
     ([*SCALE, "--selector", "pool~=a"], "--selector"),
     ([*SCALE, "--selector", "wool_tags=gpu,hot"], "--selector"),
+    ([*SCALE, "--selector", "pool=\udcff"], "--selector"),  # an undecodable argv byte
+    ([*SCALE, "--grace", "0." + "0" * 47 + "1"], "--grace"),  # a 32-bit float's 0
+    ([*SCALE, "--prometheus-url", "http://p:9090", "--alert", "Idle\udcff"], "--alert"),
     ([*SCALE, "--group-by", "__name__"], "--group-by"),
     ([*SCALE, "--group-by", "wool-tags"], "--group-by"),
     ([*SCALE, "--group-by", "a,,b"], "--group-by"),

@@ -31,6 +31,28 @@ class TestFormatters:
         # Assert
         assert line == "2023-11-14T22:13:20.250Z INFO wool_idle.autoscaler: worker=h:1"
 
+    def test_text_line_cannot_be_forged(self) -> None:
+        """Given a message holding a newline (an error a worker sent) and extra fields
+        holding a newline, a blank and a quote (a label value), when formatted as text,
+        then it stays one line, each such field quoted as a JSON string, and plain
+        fields as they are."""
+        # Arrange
+        entry = record()
+        entry.args = ("h:1\n2023-11-14T22:13:21.000Z INFO wool_idle.autoscaler: decision",)
+        entry.group = "pool=a\n2023 INFO decision worker=b:1 result=stopped"
+        entry.note = 'a "b"'
+        entry.verdict = "stop"
+        # Act
+        line = TextFormatter().format(entry)
+        # Assert
+        assert "\n" not in line
+        assert line == (
+            "2023-11-14T22:13:20.250Z INFO wool_idle.autoscaler: worker=h:1\\n"
+            "2023-11-14T22:13:21.000Z INFO wool_idle.autoscaler: decision"
+            ' group="pool=a\\n2023 INFO decision worker=b:1 result=stopped"'
+            ' note="a \\"b\\"" verdict=stop'
+        )
+
     @pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()])
     def test_both_formats_share_the_timestamp(self, formatter: logging.Formatter) -> None:
         """Given a record, then text and JSON carry the same ISO 8601 timestamp."""

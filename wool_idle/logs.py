@@ -1,7 +1,11 @@
 """Logging for every subcommand: quiet by default, one line per event, text or JSON.
 
 Both formats stamp each line with its UTC time in ISO 8601, date included
-(``2025-01-31T09:15:02.123Z``).
+(``2025-01-31T09:15:02.123Z``). An event is one line whatever its text holds:
+in the text format a control character of the message is escaped (``\\n``), and
+an ``extra`` value with a blank, a quote, a backslash or a control character
+is written as a JSON string, so a label value or an error a worker sent cannot
+forge another line or field.
 """
 
 from __future__ import annotations
@@ -52,8 +56,22 @@ class TextFormatter(logging.Formatter):
         return timestamp(record)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        fields = "".join(f" {k}={v}" for k, v in extra_fields(record).items())
-        return super().formatMessage(record) + fields
+        fields = "".join(f" {k}={_field_value(v)}" for k, v in extra_fields(record).items())
+        return super().formatMessage(record).translate(_CONTROL_ESCAPES) + fields
+
+
+_CONTROL_ESCAPES: Final = {code: json.dumps(chr(code))[1:-1] for code in (*range(0x20), 0x7F)}
+"""Each control character to its JSON escape (``\\n``, ``\\u001b``)."""
+_QUOTED_IF: Final = frozenset(' "\\')
+
+
+def _field_value(value: object) -> str:
+    """``value`` as a text-format field: as it is, or quoted when it holds a blank,
+    a quote, a backslash or a control character."""
+    text = str(value)
+    if text.isprintable() and _QUOTED_IF.isdisjoint(text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):

@@ -2,7 +2,8 @@
 
 It wraps the pure policy with the checks the policy cannot make without I/O
 or the worker package. The ``worker`` label must be an address the actuator
-could dial: a reading whose label is not one gets ``invalid_address``. Then
+could dial, and of one worker (not ``0.0.0.0``/``::``): a reading whose label
+is not one gets ``invalid_address``. Then
 each label is resolved (``identity``): one that does not resolve gets
 ``unresolved``. Either takes no part in the plan (it neither holds up the
 floor nor uses a stop). Labels that resolve to one worker are given one
@@ -12,6 +13,7 @@ floor nor uses a stop). Labels that resolve to one worker are given one
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -28,7 +30,7 @@ from wool_idle.autoscaler.policy import (
     plan,
 )
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
-from wool_idle.worker.address import parse_address
+from wool_idle.worker.address import UNIX_PREFIX, parse_address, split_host_port
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -129,8 +131,17 @@ class PolicyPlanner:
 
 
 def _is_address(worker: str) -> bool:
+    """Whether ``worker`` is an address that names one worker: not an unspecified one
+    (``0.0.0.0:P``, ``[::]:P`` reach whichever local worker listens on P, so they
+    would count it a second time beside its real address)."""
     try:
         parse_address(worker)
     except ValueError:
         return False
-    return True
+    if worker.startswith(UNIX_PREFIX):
+        return True
+    host, _ = split_host_port(worker)
+    try:
+        return not ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a host name
+        return True

@@ -35,6 +35,8 @@ MAX_DURATION: Final = 10 * 365 * 86400.0
 (int64 nanoseconds since 1970) about 230 years from now; nothing here needs
 more than hours."""
 FOREVER: Final = -1.0
+LEAST_GRACE: Final = 0.001
+"""The shortest grace but 0, in seconds."""
 """The grace ``forever`` stands for: drain without limit."""
 TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
@@ -109,7 +111,14 @@ def _positive_duration(text: str) -> float:
 
 
 def _grace(text: str) -> float:
-    return FOREVER if text.strip().lower() == "forever" else parse_duration(text)
+    """``forever``, 0, or a duration of at least ``LEAST_GRACE`` (a stop carries its grace
+    as a 32-bit float, and a tinier one would reach the worker as 0: cancel at once)."""
+    if text.strip().lower() == "forever":
+        return FOREVER
+    seconds = parse_duration(text)
+    if 0 < seconds < LEAST_GRACE:
+        raise ValueError(f"invalid grace {text!r}: 0, or at least 1ms")
+    return seconds
 
 
 def parse_bool(text: str) -> bool:
@@ -146,6 +155,17 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 
 
 def _text(text: str) -> str:
+    _path(text)
+    try:  # an undecodable byte of argv or the environment stands for no character
+        text.encode()
+    except UnicodeEncodeError:
+        raise ValueError(f"invalid text {text!r}: not valid UTF-8") from None
+    return text
+
+
+def _path(text: str) -> str:
+    """Any text but an empty one or one with a control character (a path may hold
+    bytes that are not UTF-8: they reach the file system as they came)."""
     if not text.strip():
         raise ValueError("must not be empty")
     if CONTROL_CHARACTER.search(text):
@@ -176,7 +196,7 @@ def _readable_file(text: str) -> str:
 
 def _read(text: str) -> bytes:
     """The bytes of ``_readable_file`` ``text``."""
-    _text(text)
+    _path(text)
     try:
         return read_regular_file(text, limit=CONFIG_FILE_LIMIT)
     except OSError as error:
@@ -233,7 +253,7 @@ DURATION: Final = Value("DURATION", parse_duration, format_duration)
 POSITIVE_DURATION: Final = Value("DURATION", _positive_duration, format_duration)
 """A duration > 0."""
 GRACE: Final = Value("DURATION", _grace, format_duration)
-"""A duration >= 0, or ``forever`` (``FOREVER``: drain without limit)."""
+"""0, a duration of at least 1ms, or ``forever`` (``FOREVER``: drain without limit)."""
 ADDRESS: Final = Value("ADDRESS", parse_address)
 """A worker address: ``host:port``, ``[v6]:port`` or ``unix:/path``."""
 LISTEN_ADDRESS: Final = Value("ADDRESS", lambda text: parse_address(text, listen=True))
@@ -241,8 +261,8 @@ LISTEN_ADDRESS: Final = Value("ADDRESS", lambda text: parse_address(text, listen
 URL: Final = Value("URL", _url)
 """An http(s) URL with a host."""
 TEXT: Final = Value("TEXT", _text)
-"""Any text but an empty one (or one with a control character)."""
-FILE: Final = Value("PATH", _text)
+"""Any UTF-8 text but an empty one (or one with a control character)."""
+FILE: Final = Value("PATH", _path)
 """A path; whether the file exists is the reader's business (it may come later)."""
 READABLE_FILE: Final = Value("PATH", _readable_file)
 """A path to a regular file readable now (at most ``CONFIG_FILE_LIMIT`` bytes)."""

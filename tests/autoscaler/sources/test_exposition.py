@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import aiohttp
 import pytest
 
@@ -106,6 +108,51 @@ class TestParseExposition:
         # Assert
         assert [d.verdict for d in grouped.decisions] == [Verdict.CONFLICTING]
         assert [d.verdict for d in plain.decisions] == [Verdict.STOP]
+
+    def test_parse_exposition_timestamps_give_ages(self) -> None:
+        """Given text whose samples carry timestamps (from /federate, a Pushgateway or
+        a caching proxy): one idle worker stamped in 2001, one stamped now, an old
+        worker without the idle RPC stamped in 2001, and one worker not stamped, when
+        parsed and planned, then the ages are now less the stamps (0 unstamped), so
+        the worker of 2001 is stale, never stopped, and neither it nor the old worker
+        holds the floor."""
+        # Arrange
+        now_ms = int(time.time() * 1000)
+        text = (
+            f'wool_worker_idle_seconds{{worker="old:1"}} 500 1000000000000\n'
+            f'wool_worker_up{{worker="old:1"}} 1 1000000000000\n'
+            f'wool_worker_idle_supported{{worker="old:1"}} 1 1000000000000\n'
+            f'wool_worker_idle_seconds{{worker="new:1"}} 500 {now_ms}\n'
+            f'wool_worker_up{{worker="new:1"}} 1 {now_ms}\n'
+            f'wool_worker_idle_supported{{worker="new:1"}} 1 {now_ms}\n'
+            f'wool_worker_up{{worker="pre:1"}} 1\n'
+            f'wool_worker_idle_supported{{worker="pre:1"}} 0 1000000000000\n'
+            'wool_worker_idle_seconds{worker="bare:1"} 5\n'
+            'wool_worker_up{worker="bare:1"} 1\n'
+            'wool_worker_idle_supported{worker="bare:1"} 1\n'
+        )
+        settings = PolicySettings(max_idle=60.0, min_workers=1)
+        # Act
+        readings = {r.worker: r for r in parse_exposition(text)}
+        plan = policy.plan(list(readings.values()), policy.PolicyState(), settings, 0.0)
+        # Assert
+        assert readings["old:1"].age > 10 * 365 * 86400
+        assert readings["pre:1"].age > 10 * 365 * 86400
+        assert 0 <= readings["new:1"].age < 60 and readings["bare:1"].age == 0
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            "old:1": Verdict.STALE,
+            "new:1": Verdict.STOP,
+            "pre:1": Verdict.STALE,
+            "bare:1": Verdict.BUSY,
+        }
+
+    def test_parse_exposition_group_value_not_utf8_raises(self) -> None:
+        """Given a group-by label value that is no text (a lone surrogate, from a body
+        in an odd charset), when parsed with that group-by, then SourceError (no
+        reading carries a group no exposition could render)."""
+        text = exposition(("a:1", ',pool="\udcff"', 90))
+        with pytest.raises(SourceError, match="not valid UTF-8"):
+            parse_exposition(text, group_by=("pool",))
 
     @pytest.mark.parametrize(
         "text",

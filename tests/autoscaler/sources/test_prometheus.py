@@ -174,6 +174,14 @@ class TestParseQueryResponses:
         # Assert
         assert [r.group for r in readings] == [("hot", "ns"), ("", "ns")]
 
+    def test_parse_query_group_value_not_utf8_raises(self) -> None:
+        """Given a group-by label value that is a lone surrogate (JSON `"\\udcff"`),
+        when parsed with that group-by, then SourceError: no exposition could render
+        it (the autoscaler's own /metrics would fail on its retired mark)."""
+        values = vector(*healthy("a:1", "500", pool="\udcff"))
+        with pytest.raises(SourceError, match="not valid UTF-8"):
+            parse_query_responses(values, vector(({"worker": "a:1"}, "1")), ("pool",))
+
     def test_parse_query_responses_two_groups_conflict(self) -> None:
         """Given a worker whose series disagree on a group-by label, when parsed, then
         the reading is conflicting."""

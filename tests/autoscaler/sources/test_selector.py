@@ -22,6 +22,14 @@ class TestSelector:
         with pytest.raises(ValueError, match="selector"):
             Selector.parse(text)
 
+    @pytest.mark.parametrize("text", ["pool=\udcff", "pool!=a\udcffb", "po\udcffol=x"])
+    def test_parse_rejects_text_that_is_not_utf8(self, text: str) -> None:
+        """Given a selector holding an undecodable byte of argv or the environment
+        (a lone surrogate, dropped when the query is sent: `pool=<byte>` would reach
+        Prometheus as `pool=""`), when parsed, then ValueError naming the selector."""
+        with pytest.raises(ValueError, match=r"invalid selector .*not valid UTF-8"):
+            Selector.parse(text)
+
     @pytest.mark.parametrize("text", ["pool=~(a", "pool!~a(?=b)", "pool=~(a)\\1", "pool=~x{1001}"])
     def test_parse_rejects_a_regex_outside_re2(self, text: str) -> None:
         """Given a regex that does not parse or is not RE2 syntax, when parsed, then

@@ -4,16 +4,17 @@ parsed on a thread (see ``source``)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.autoscaler.sources.samples import SamplesByWorker
+from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values
 from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
-from wool_idle.contract import WORKER_LABEL
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
 
 
 def parse_exposition(
@@ -21,26 +22,36 @@ def parse_exposition(
 ) -> list[Reading]:
     """Readings from an exporter's exposition text; ``SourceError`` if unparsable.
 
-    The exporter renders each sample when scraped, so every age is 0. Each
-    reading's group is the values of its series' ``group_by`` labels.
+    The exporter renders each sample when scraped, so an age is 0, unless the
+    sample carries a timestamp (text from ``/federate``, a Pushgateway or a
+    caching proxy): then it is now, by this host's clock, less that timestamp.
+    A worker with no idle sample takes the age of its ``idle_supported`` one.
+    Each reading's group is the values of its series' ``group_by`` labels.
     """
     samples = SamplesByWorker(group_by)
     add, place = samples.add, samples.place  # bound once: a loop per sample
+    stamped: dict[str, Values] = {IDLE_SECONDS: {}, IDLE_SUPPORTED: {}}
+    now = time.time()
     try:
         for family in text_string_to_metric_families(text):
             values = samples.by_series.get(family.name)
             if values is None:
                 continue
+            ages = stamped.get(family.name)
             for sample in family.samples:
                 labels = sample.labels
                 worker = labels.get(WORKER_LABEL)
                 if worker is None or (selectors and not all(s.matches(labels) for s in selectors)):
                     continue
                 add(values, worker, sample.value)
+                if sample.timestamp is not None and ages is not None:
+                    add(ages, worker, now - float(sample.timestamp))
                 if group_by:
                     place(worker, labels)
     except Exception as error:  # the parser raises several types on bad input
         raise SourceError(f"malformed exposition text: {error}") from None
+    samples.ages.update(stamped[IDLE_SUPPORTED])
+    samples.ages.update(stamped[IDLE_SECONDS])
     return samples.readings(default_age=0.0)
 
 

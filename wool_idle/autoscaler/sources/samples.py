@@ -41,11 +41,18 @@ class SamplesByWorker:
     def place(self, worker: str, labels: Mapping[str, object]) -> None:
         """Record ``worker``'s group from a series' ``labels`` (call only with a
         ``group_by``); another group already there makes the worker conflicting.
-        A label value that is not a string is ``TypeError``."""
+        A label value that is not a string, or not valid UTF-8 (a lone surrogate,
+        which no exposition could render), is ``TypeError``."""
         found = [labels.get(name, "") for name in self.group_by]
         group = tuple(value for value in found if isinstance(value, str))
         if len(group) != len(found):
             raise TypeError(f"a non-string value for a label of {', '.join(self.group_by)}")
+        try:
+            "".join(group).encode()
+        except UnicodeEncodeError:
+            raise TypeError(
+                f"a value that is not valid UTF-8 for a label of {', '.join(self.group_by)}"
+            ) from None
         if self.groups.setdefault(worker, group) != group:
             self.conflicting.add(worker)
 

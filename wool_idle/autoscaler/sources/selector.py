@@ -55,7 +55,13 @@ class Selector:
     def parse(cls, text: str) -> Selector:
         """Parse ``label=value``, ``label!=value``, ``label=~regex`` or
         ``label!~regex``; ``ValueError`` naming the selector if it is none of them,
-        its label is reserved (``__name__``) or its regex is refused."""
+        its label is reserved (``__name__``), its regex is refused, or it is not valid
+        UTF-8 (an undecodable byte of argv or the environment would be dropped from
+        the query, widening ``pool=<byte>`` to ``pool=""``)."""
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"invalid selector {text!r}: not valid UTF-8") from None
         found = _MATCHER.fullmatch(text)
         if found is None or found[1].startswith("__"):
             raise ValueError(
