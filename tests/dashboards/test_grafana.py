@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import yaml
+from support.promtool import promtool_test
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboards" / "grafana" / "wool-idle.json"
@@ -63,24 +62,6 @@ def panel_expr(title: str, ref: str = "A") -> str:
     panel = next(p for p in dashboard()["panels"] if p["title"] == title)
     target = next(t for t in panel["targets"] if t["refId"] == ref)
     return str(target["expr"]).replace("$worker", ".*")
-
-
-def promtool_test(directory: Path, input_series: list[dict], exprs: list[dict]) -> str:
-    """Run promtool's unit test of ``exprs`` over ``input_series``; its output if it
-    failed, else ''."""
-    binary = shutil.which("promtool")
-    assert binary, "Debian's prometheus package is required (scripts/ensure-prometheus)"
-    (directory / "none.yml").write_text("groups: []\n")
-    test = {
-        "rule_files": ["none.yml"],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": input_series, "promql_expr_test": exprs}],
-    }
-    (directory / "test.yml").write_text(yaml.safe_dump(test))
-    done = subprocess.run(
-        [binary, "test", "rules", "test.yml"], capture_output=True, text=True, cwd=directory
-    )
-    return "" if done.returncode == 0 else done.stdout + done.stderr
 
 
 FLEET = [

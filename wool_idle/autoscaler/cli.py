@@ -207,7 +207,7 @@ async def _main(
     register_build_info(registry)
     origin = source.prometheus_url or source.metrics_url
     async with http_session(http, origin=origin) as session:
-        watched = FirstRead(source.reader(session, policy.group_by))
+        watched = FirstRead(source.reader(session, policy.group_by, policy.max_staleness))
         autoscaler = Autoscaler(
             source=watched,
             policy=policy,

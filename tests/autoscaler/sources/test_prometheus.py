@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
+from support.promtool import promtool_test
 
 from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.sources import (
+    AlertGate,
     PrometheusSource,
     Selector,
     SourceError,
@@ -57,7 +60,7 @@ class FakePrometheus:
         query = request.query.get("query", "")
         self.times.append(request.query.get("time"))
         kind = "ages" if query.startswith("time()") else "values"
-        kind = "alerts" if query.startswith("ALERTS") else kind
+        kind = "alerts" if "ALERTS" in query else kind
         return web.json_response(self.bodies[kind])
 
     async def read(self, aiohttp_server, alert: str | None = None) -> list[Reading]:
@@ -65,7 +68,8 @@ class FakePrometheus:
         app.router.add_get("/{tail:.*}", self.answer)
         server = await aiohttp_server(app)
         async with aiohttp.ClientSession() as session:
-            source = PrometheusSource(session, str(server.make_url("/")), [], alert, 2.0)
+            gate = None if alert is None else AlertGate(alert, 60.0)
+            source = PrometheusSource(session, str(server.make_url("/")), [], gate, 2.0)
             return await source.read()
 
 
@@ -259,8 +263,66 @@ class TestQueries:
         )
 
     def test_alert_query_escapes_the_name(self) -> None:
-        """Given an alert name with a quote, when rendered, then it is one PromQL string."""
-        assert alert_query('W"x') == 'ALERTS{alertname="W\\"x",alertstate="firing"}'
+        """Given an alert name with a quote, when rendered, then it is one PromQL string,
+        and only samples no older than the gate's max age count."""
+        assert alert_query(AlertGate('W"x', 90.0)) == (
+            'time() - timestamp(ALERTS{alertname="W\\"x",alertstate="firing"}) <= 90.0'
+        )
+
+
+class TestQueriesInPromtool:
+    def test_alert_query_old_firing_sample_does_not_count(self, tmp_path: Path) -> None:
+        """Given one worker's alert firing now and another's last firing sample three
+        minutes old (a Prometheus that crashed, or a rule removed: no staleness marker,
+        so an instant query still returns it for five minutes), when promtool evaluates
+        the alert query with a 60 s max age, then only the first is firing."""
+        alerts = 'ALERTS{alertname="WoolWorkerIdle",alertstate="firing",worker="%s"}'
+        failed = promtool_test(
+            tmp_path,
+            [
+                {"series": alerts % "now:1", "values": "1x10"},
+                {"series": alerts % "old:1", "values": "1x7"},
+            ],
+            [
+                {
+                    "expr": alert_query(AlertGate("WoolWorkerIdle", 60.0)),
+                    "eval_time": "10m",
+                    "exp_samples": [
+                        {
+                            "labels": '{alertname="WoolWorkerIdle",alertstate="firing",'
+                            'worker="now:1"}',
+                            "value": 0,
+                        }
+                    ],
+                }
+            ],
+        )
+        assert failed == ""
+
+    def test_age_query_old_worker_takes_its_supported_sample_age(self, tmp_path: Path) -> None:
+        """Given a worker with idle samples and one that predates the idle RPC (only
+        `idle_supported` 0, last written three minutes ago), when promtool evaluates
+        the age query, then the first has its idle sample's age and the second its
+        `idle_supported` sample's."""
+        failed = promtool_test(
+            tmp_path,
+            [
+                {"series": 'wool_worker_idle_seconds{worker="a:1"}', "values": "5x10"},
+                {"series": 'wool_worker_idle_supported{worker="a:1"}', "values": "1x10"},
+                {"series": 'wool_worker_idle_supported{worker="old:1"}', "values": "0x7"},
+            ],
+            [
+                {
+                    "expr": age_query([]),
+                    "eval_time": "10m",
+                    "exp_samples": [
+                        {"labels": '{worker="a:1"}', "value": 0},
+                        {"labels": '{worker="old:1"}', "value": 180},
+                    ],
+                }
+            ],
+        )
+        assert failed == ""
 
 
 class TestPrometheusSource:

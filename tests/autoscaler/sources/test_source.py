@@ -20,6 +20,7 @@ from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import Plan, PolicySettings, Reading
 from wool_idle.autoscaler.sources import (
+    AlertGate,
     ExporterSource,
     PrometheusSource,
     Source,
@@ -394,7 +395,7 @@ class Served:
     async def answer(self, request: web.Request) -> web.Response:
         query = request.query.get("query", "")
         kind = "ages" if query.startswith("time()") else "values"
-        kind = "alerts" if query.startswith("ALERTS") else kind
+        kind = "alerts" if "ALERTS" in query else kind
         kind = "metrics" if request.path == "/metrics" else kind
         return web.Response(text=self.bodies[kind])
 
@@ -523,7 +524,8 @@ class TestReadProperties:
         # Arrange
         values, ages, alerts = bodies
         http.served.bodies = {"values": values, "ages": ages, "alerts": alerts}
-        source = PrometheusSource(http.session, http.base, [], alert, 5.0)
+        gate = None if alert is None else AlertGate(alert, 60.0)
+        source = PrometheusSource(http.session, http.base, [], gate, 5.0)
         # Act
         readings = http.read(source)
         if readings is None:

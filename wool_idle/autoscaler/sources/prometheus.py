@@ -3,7 +3,10 @@
 Up to three instant queries, all evaluated at the same time: the policy's
 series; the age of each idle sample, or of an ``idle_supported`` sample where
 there is no idle one (evaluation time minus sample time); and, when an alert
-gates retirement, that alert's ``ALERTS`` series in state firing.
+gates retirement, the age of that alert's ``ALERTS`` series in state firing,
+no older than the gate's ``max_age``. (Prometheus writes no staleness marker
+for a rule when it crashes or a rule is removed, so an old ``ALERTS`` sample
+would be read as firing for the five minutes of its lookback.)
 ``/api/v1/alerts`` is not used: it has no time parameter, so it could describe
 another instant than the values. A worker missing from the age result has an
 unknown age, which is stale.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import aiohttp
@@ -54,9 +57,21 @@ def age_query(selectors: Sequence[Selector]) -> str:
     )
 
 
-def alert_query(alert: str) -> str:
-    """PromQL for the series of ``alert`` while it fires."""
-    return f'ALERTS{{alertname={promql_string(alert)},alertstate="firing"}}'
+@dataclass(frozen=True)
+class AlertGate:
+    """Retire only workers for which the alert ``name`` fires, as an ``ALERTS`` sample
+    no older than ``max_age`` seconds says (keep the rule's evaluation interval
+    under it)."""
+
+    name: str
+    max_age: float
+
+
+def alert_query(gate: AlertGate) -> str:
+    """PromQL for the age of each firing series of ``gate``'s alert no older than its
+    ``max_age`` (the series keep the alert's labels, ``worker`` among them)."""
+    series = f'ALERTS{{alertname={promql_string(gate.name)},alertstate="firing"}}'
+    return f"time() - timestamp({series}) <= {gate.max_age!r}"
 
 
 def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) -> list[Reading]:
@@ -177,7 +192,7 @@ class PrometheusSource:
         session: aiohttp.ClientSession,
         base_url: str,
         selectors: Sequence[Selector],
-        alert: str | None,
+        alert: AlertGate | None,
         timeout: float,
         group_by: Sequence[str] = (),
         *,
@@ -186,7 +201,8 @@ class PrometheusSource:
         self.session, self.base = session, base_url.rstrip("/")
         self.selectors, self.alert, self.timeout = selectors, alert, timeout
         self.group_by, self.max_bytes = group_by, max_bytes
-        self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
+        gated = f" alert {alert.name}" if alert else ""
+        self.description = f"prometheus {base_url}{gated}"
 
     async def read(self) -> list[Reading]:
         """The policy's series at Prometheus's now, then the other queries pinned to
