@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from support.waiting import eventually_async
 from support.wool_pools import unique_namespace
 
+from wool_idle.autoscaler import daemon as daemon_module
 from wool_idle.autoscaler.policy import RETIRING_TTL, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
@@ -118,12 +120,14 @@ class TestAutoscaler:
         assert value(autoscaler, "wool_autoscaler_stops_total", result="stopped") == 2
 
     async def test_shutdown_lets_the_current_stop_finish(
-        self, fleet, exporter_process, make_autoscaler
+        self, fleet, exporter_process, make_autoscaler, monkeypatch
     ) -> None:
-        """Given two idle workers planned for stopping in one cycle, when shutdown is
-        requested during the first stop (a hook right before its RPC), then that stop
-        completes (the worker exits 0) and the second worker is left running."""
+        """Given two idle workers planned for stopping in one cycle, one stop at a
+        time, when shutdown is requested during the first stop (a hook right before
+        its RPC), then that stop completes (the worker exits 0) and the second worker
+        is left running: no planned stop starts once shutdown is asked for."""
         # Arrange
+        monkeypatch.setattr(daemon_module, "RETIRING_AT_ONCE", 1)
         addresses = await fleet.start(2)
         exporter = exporter_process(addresses)
         holder = {}
@@ -229,6 +233,46 @@ class TestAutoscaler:
         assert undecodable_worker.stops == 0
         assert value(autoscaler, "wool_autoscaler_blocked_total", reason="invalid_address") == 2
         assert value(autoscaler, "wool_autoscaler_stops_total", result="failed") == 1
+
+    async def test_cycle_silent_candidates_do_not_hold_up_the_others(
+        self, fleet, make_autoscaler, serve_text, scripted
+    ) -> None:
+        """Given a real idle worker listed first (longest idle) and three workers that
+        never answer their idle RPC, all planned for stopping, when a cycle runs, then
+        the three are asked while the first is being stopped (one silent worker costs
+        its own timeout, not that of every stop after it), the first is stopped, and
+        the three are unreachable."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        silent = [await scripted(hang=True) for _ in range(3)]
+        rows = {address: 900} | {worker.address: 800 for worker in silent}
+        text = "".join(
+            f'wool_worker_idle_seconds{{worker="{w}"}} {idle}\n'
+            f'wool_worker_up{{worker="{w}"}} 1\n'
+            f'wool_worker_idle_supported{{worker="{w}"}} 1\n'
+            for w, idle in rows.items()
+        )
+        asked_meanwhile: list[bool] = []
+
+        async def before_stop(worker: str) -> None:
+            if worker == address:
+                asked = await eventually_async(lambda: all(w.idle_calls for w in silent), 5.0)
+                asked_meanwhile.append(asked)
+
+        autoscaler = make_autoscaler(
+            await serve_text(text), max_idle=0.2, min_workers=0, before_stop=before_stop
+        )
+        autoscaler.action = replace(autoscaler.action, rpc_timeout=1.0)
+        autoscaler.__post_init__()
+        await asyncio.sleep(0.3)  # the real worker idle past max_idle by its own clock
+        # Act
+        ok = await autoscaler.cycle()
+        outcomes = {r.worker: r.result for r in autoscaler.records}
+        # Assert
+        assert ok and asked_meanwhile == [True]
+        assert outcomes == {address: StopResult.STOPPED} | {
+            worker.address: StopResult.UNREACHABLE for worker in silent
+        }
 
     async def test_run_survives_a_cycle_that_raises(self, make_autoscaler, caplog) -> None:
         """Given a source that raises an unexpected error once (not a SourceError), when

@@ -1,8 +1,11 @@
 """The autoscaler daemon: read, plan, act. Never overlapping, never dying of its input.
 
 A cycle reads the source (a ``SourceError`` stops no one), asks the planner
-for every worker's decision, counts and logs them, then hands each planned
-stop to the actuator and tells the planner what came of it. A worker stopped
+for every worker's decision, counts and logs them, then hands the planned
+stops to the actuator, up to ``RETIRING_AT_ONCE`` at a time (a worker that
+does not answer costs its own timeouts, not those of every stop after it),
+and tells the planner what came of each, in the plan's order. Once shutdown
+is asked for, no planned stop starts; those under way finish. A worker stopped
 is marked retired (``retired``) and, given a ``dropper``, its drop published
 in wool's discovery; a drop that fails is counted and logged, never undoes
 the stop. The daemon only orchestrates: the policy selects, the actuator
@@ -18,6 +21,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 from wool_idle.autoscaler import decision_log
 from wool_idle.autoscaler.actuator import (
@@ -38,6 +42,9 @@ from wool_idle.discovery.drop import Dropper
 __all__ = ["ActionSettings", "Autoscaler", "BeforeStop"]
 
 log = logging.getLogger("wool_idle.autoscaler")
+
+RETIRING_AT_ONCE: Final = 16
+"""Planned stops confirmed and sent at the same time, at most."""
 
 
 @dataclass
@@ -91,11 +98,21 @@ class Autoscaler:
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:
             self._note_unacted(decision)
-        for decision in plan.stops:
-            if self.stopping.is_set():
+        stops = plan.stops
+        at_once = asyncio.Semaphore(RETIRING_AT_ONCE)
+
+        async def retire(decision: Decision) -> StopAttempt | None:
+            async with at_once:
+                if self.stopping.is_set():
+                    return None
+                return await self.actuator.retire(decision)
+
+        attempts = await asyncio.gather(*(retire(decision) for decision in stops))
+        for decision, attempt in zip(stops, attempts, strict=True):
+            if attempt is None:
                 log.info("shutting down: %s not stopped", decision.worker)
-                continue
-            await self._act(decision)
+            else:
+                await self._settle(decision, attempt)
         return True
 
     def _note_unacted(self, decision: Decision) -> None:
@@ -122,8 +139,9 @@ class Autoscaler:
             ):
                 retired.forget(worker)
 
-    async def _act(self, decision: Decision) -> None:
-        attempt = await self.actuator.retire(decision)
+    async def _settle(self, decision: Decision, attempt: StopAttempt) -> None:
+        """Record, count and log what came of the planned stop of ``decision``; mark a
+        worker stopped retired, and publish its drop."""
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         self.metrics.stops.labels(attempt.result.value).inc()
         record = self._record(decision, attempt)
