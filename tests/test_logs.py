@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 
 import pytest
 
@@ -52,6 +53,27 @@ class TestFormatters:
             ' group="pool=a\\n2023 INFO decision worker=b:1 result=stopped"'
             ' note="a \\"b\\"" verdict=stop'
         )
+
+    def test_text_line_breaks_of_any_kind_and_tracebacks_cannot_forge(self) -> None:
+        """Given a message with a Unicode line separator and a next-line character, and
+        an exception whose text holds a newline and a forged log line, when formatted
+        as text, then the message stays on its line, and every line of the traceback
+        is indented (none starts as a log line does)."""
+        # Arrange
+        entry = record()
+        entry.args = ("h:1\u2028forged\x85too",)
+        try:
+            raise RuntimeError("boom\n2023-11-14T22:13:21.000Z INFO wool_idle.autoscaler: decision")
+        except RuntimeError:
+            entry.exc_info = sys.exc_info()
+        # Act
+        lines = TextFormatter().format(entry).split("\n")
+        # Assert
+        assert lines[0] == (
+            "2023-11-14T22:13:20.250Z INFO wool_idle.autoscaler: worker=h:1\\u2028forged\\u0085too"
+        )
+        assert all(line.startswith("  ") for line in lines[1:])
+        assert any("decision" in line for line in lines[1:])
 
     @pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()])
     def test_both_formats_share_the_timestamp(self, formatter: logging.Formatter) -> None:

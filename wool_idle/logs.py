@@ -2,10 +2,11 @@
 
 Both formats stamp each line with its UTC time in ISO 8601, date included
 (``2025-01-31T09:15:02.123Z``). An event is one line whatever its text holds:
-in the text format a control character of the message is escaped (``\\n``), and
-an ``extra`` value with a blank, a quote, a backslash or a control character
-is written as a JSON string, so a label value or an error a worker sent cannot
-forge another line or field.
+in the text format a character of the message that is not printable (a line
+break of any kind, a control character) is escaped (``\\n``), a traceback's
+lines are indented and escaped alike, and an ``extra`` value with a blank, a
+quote, a backslash or such a character is written as a JSON string, so a label
+value or an error a worker sent cannot forge another line or field.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
 LEVELS: Final = ("debug", "info", "warning", "error")
@@ -57,21 +58,39 @@ class TextFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         fields = "".join(f" {k}={_field_value(v)}" for k, v in extra_fields(record).items())
-        return super().formatMessage(record).translate(_CONTROL_ESCAPES) + fields
+        return _printable(super().formatMessage(record)) + fields
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback, each line indented and escaped: none reads as a log line."""
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return _indented(super().formatStack(stack_info))
 
 
-_CONTROL_ESCAPES: Final = {code: json.dumps(chr(code))[1:-1] for code in (*range(0x20), 0x7F)}
-"""Each control character to its JSON escape (``\\n``, ``\\u001b``)."""
 _QUOTED_IF: Final = frozenset(' "\\')
 
 
+def _printable(text: str) -> str:
+    """``text`` with each character that is not printable (a line break of any kind,
+    a control character) as its JSON escape (``\\n``, ``\\u2028``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+
+
+def _indented(text: str) -> str:
+    """Each line of ``text`` made printable and indented two spaces."""
+    return "\n".join("  " + _printable(line) for line in text.split("\n"))
+
+
 def _field_value(value: object) -> str:
-    """``value`` as a text-format field: as it is, or quoted when it holds a blank,
-    a quote, a backslash or a control character."""
+    """``value`` as a text-format field: as it is, or quoted as a JSON string (ASCII)
+    when it holds a blank, a quote, a backslash or a character that is not printable."""
     text = str(value)
     if text.isprintable() and _QUOTED_IF.isdisjoint(text):
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return json.dumps(text)
 
 
 class JsonFormatter(logging.Formatter):

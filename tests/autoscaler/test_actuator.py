@@ -82,24 +82,44 @@ class TestWorkerActuator:
         assert attempt == StopAttempt(expected, 100.0)
         assert len(worker.stop_requests) == 1
 
-    @pytest.mark.timeout(60)
-    async def test_retire_unbounded_grace_stop_never_answered_is_unanswered(
-        self, scripted, monkeypatch: pytest.MonkeyPatch
+    @pytest.mark.parametrize("grace", [-1.0, 3600.0])
+    async def test_retire_draining_stop_goes_on_in_the_background(
+        self, scripted, monkeypatch: pytest.MonkeyPatch, grace: float
     ) -> None:
-        """Given `--grace forever` and a worker that takes the stop and never answers
-        (one draining without end), when retired, then the reply is awaited a bounded
-        time, and the result is unanswered (it counts as retiring), so the cycle goes
-        on."""
+        """Given a long or unbounded grace and a worker that answers its stop only once
+        drained, later than the cycle waits, when retired, then the result is
+        unanswered at once (it counts as retiring; the cycle goes on), and the call is
+        not cut short: it ends in the background, answered (a wool worker whose stop
+        call is cancelled never exits)."""
         # Arrange
-        monkeypatch.setattr(actuator_module, "UNBOUNDED_STOP_WAIT", 0.5)
-        worker = await scripted(seconds=100.0, stop_hang=True)
-        forever = WorkerActuator(ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False)
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.3)
+        worker = await scripted(seconds=100.0, stop_delay=1.5)
+        draining = WorkerActuator(ActionSettings(grace=grace), max_idle=60.0, dry_run=False)
         # Act
-        attempt = await forever.retire(stop(worker.address))
+        attempt = await draining.retire(stop(worker.address))
+        answered_then = worker.stops_answered
+        await draining.finish_stops(10.0)
         # Assert
         assert attempt == StopAttempt(StopResult.UNANSWERED, 100.0)
-        (request,) = worker.stop_requests
-        assert request.timeout < 0
+        assert answered_then == 0
+        assert (worker.stops_answered, worker.stops_cancelled) == (1, 0)
+
+    async def test_finish_stops_leaves_after_its_timeout(
+        self, scripted, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given a stop going on in the background that outlasts the wait, when the
+        stops are finished with a short timeout, then it returns after it and logs that
+        a stop was still going on."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.1)
+        worker = await scripted(seconds=100.0, stop_delay=3600.0)
+        draining = WorkerActuator(ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False)
+        await draining.retire(stop(worker.address))
+        # Act
+        await draining.finish_stops(0.3)
+        # Assert
+        assert worker.stops_answered == 0
+        assert "leaving with 1 stop(s) still going on" in caplog.text
 
     async def test_retire_invalid_confirmation_is_refused(self, scripted) -> None:
         """Given a worker confirming NaN, when retired, then refused_busy (a value that

@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import grpc
 import pytest
 from aiohttp import web
 from support.waiting import eventually_async
@@ -322,7 +323,7 @@ class TestAutoscaler:
         server = await aiohttp_server(app)
         autoscaler = make_autoscaler("", max_idle=1.0)
         autoscaler.source = PrometheusSource(
-            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0
+            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, max_age=60.0
         )
         # Act
         ok = await autoscaler.cycle()
@@ -400,6 +401,26 @@ def retired(autoscaler, worker: str, **group: str) -> float | None:
 
 
 class TestRetirement:
+    async def test_cycle_marks_a_worker_whose_stop_got_no_answer_retired(
+        self, make_autoscaler, serve_text, scripted
+    ) -> None:
+        """Given an idle worker whose stop call fails without a refusal (it may be
+        draining), when a cycle runs, then its result is unanswered and it is shown
+        retired, so its exit reads as retired, not as down."""
+        # Arrange
+        worker = await scripted(seconds=900.0, stop_code=grpc.StatusCode.UNAVAILABLE)
+        text = (
+            f'wool_worker_idle_seconds{{worker="{worker.address}"}} 900\n'
+            f'wool_worker_up{{worker="{worker.address}"}} 1\n'
+            f'wool_worker_idle_supported{{worker="{worker.address}"}} 1\n'
+        )
+        autoscaler = make_autoscaler(await serve_text(text), max_idle=0.2, min_workers=0)
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        assert [r.result for r in autoscaler.records] == [StopResult.UNANSWERED]
+        assert retired(autoscaler, worker.address) is not None
+
     async def test_cycle_marks_the_stopped_worker_retired_with_its_group(
         self, fleet, make_autoscaler, serve_text
     ) -> None:

@@ -80,6 +80,14 @@ class TestAddressResolver:
             f"unix:{tmp_path}/link.sock": real,
         }
 
+    @pytest.mark.parametrize("worker", ["0.0.0.0:5", "[::]:5", "[::ffff:0.0.0.0]:5", "0:5"])
+    async def test_resolve_unspecified_address_names_no_worker(self, worker: str) -> None:
+        """Given a label that is, or resolves to, an unspecified address however spelt
+        (it reaches whichever local worker listens on the port, which another label
+        names already), when resolved, then it is left out: it does not resolve."""
+        resolved = await AddressResolver().resolve([worker, "127.0.0.1:5"])
+        assert resolved == {"127.0.0.1:5": frozenset({"127.0.0.1:5"})}
+
     async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
         """Given a unix label resolved once, when its link is turned to another path,
         then the answer is kept until the TTL has passed, and then read again."""

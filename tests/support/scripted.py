@@ -20,13 +20,13 @@ from wool_idle.proto import SERVICE, IdleTime, StopRequest, Void
 @dataclass
 class ScriptedWorker:
     """Answers ``idle`` with ``seconds`` (or aborts with ``code``); answers ``stop``
-    (or aborts with ``code``, else ``stop_code``, or never answers: ``stop_hang``);
-    records calls."""
+    after ``stop_delay`` seconds (a drain), or aborts with ``code``, else
+    ``stop_code``; records calls, and how each stop call ended."""
 
     seconds: float = 0.0
     code: grpc.StatusCode | None = None
     stop_code: grpc.StatusCode | None = None
-    stop_hang: bool = False
+    stop_delay: float = 0.0
     with_idle: bool = True
     hang: bool = False
     delay: float = 0.0
@@ -35,6 +35,8 @@ class ScriptedWorker:
     peers: list[str] = field(default_factory=list)
     deadlines: list[float | None] = field(default_factory=list)
     stop_requests: list[StopRequest] = field(default_factory=list)
+    stops_answered: int = 0
+    stops_cancelled: int = 0
     address: str = ""
     _server: Any = None
 
@@ -56,8 +58,12 @@ class ScriptedWorker:
         code = self.code or self.stop_code
         if code is not None:
             await context.abort(code, f"scripted {code.name}")
-        if self.stop_hang:
-            await asyncio.Event().wait()
+        try:
+            await asyncio.sleep(self.stop_delay)
+        except asyncio.CancelledError:  # the caller cut the call short
+            self.stops_cancelled += 1
+            raise
+        self.stops_answered += 1
         return Void()
 
     async def start(self, listen: str = "127.0.0.1:0") -> str:

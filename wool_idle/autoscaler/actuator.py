@@ -12,14 +12,19 @@ result, never the cycle's: every exception but cancellation becomes a result.
 
 Once the stop is sent, only an answer that says it was not carried out (a
 refusal: busy, or not permitted) counts as not stopped; any other outcome is
-``unanswered``, and the worker counts as retiring (it may be draining). The
-reply is awaited for the drain and ``STOP_DEADLINE_MARGIN``, and with an
-unbounded grace for ``UNBOUNDED_STOP_WAIT`` only, so one worker draining
-without end (or never answering) never holds up the cycle.
+``unanswered``, and the worker counts as retiring (it may be draining). An
+accepted stop answers only once the worker drained, up to the grace, so the
+cycle waits ``STOP_REPLY_WAIT`` for the reply; past it the worker is
+``unanswered`` and the call goes on in the background with its own deadline
+(the drain and ``STOP_DEADLINE_MARGIN``; none with an unbounded grace). The
+call is never cut short: a wool worker whose stop call is cancelled stops
+draining and never exits. ``finish_stops`` waits for those calls when the
+daemon leaves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,7 +34,7 @@ import grpc
 
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult
-from wool_idle.contract import DEFAULT_GRACE, STOP_DEADLINE_MARGIN, stop_deadline, valid_idle
+from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import RpcError, StopRefused, TransientRpcError
 from wool_idle.worker import ClientTls, WorkerConnection
 
@@ -37,9 +42,9 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 BeforeStop = Callable[[str], Awaitable[None]]
 """Awaited after the worker confirmed its idle time and right before the stop RPC."""
-UNBOUNDED_STOP_WAIT: Final = STOP_DEADLINE_MARGIN
-"""Seconds the reply to a stop with an unbounded grace is awaited (a refusal comes at
-once; an accepted stop answers only once drained)."""
+STOP_REPLY_WAIT: Final = 10.0
+"""Seconds a cycle waits for a stop's reply (a refusal comes at once); past it the call
+goes on in the background and the worker counts as retiring."""
 NOT_CARRIED_OUT: Final = frozenset(
     {
         grpc.StatusCode.PERMISSION_DENIED,
@@ -75,6 +80,10 @@ class Actuator(Protocol):
         """Confirm and stop ``decision.worker``; never raises but for cancellation."""
         ...
 
+    async def finish_stops(self, timeout: float) -> None:
+        """Wait, at most ``timeout`` seconds, for the stops still going on."""
+        ...
+
 
 class WorkerActuator:
     """The ``Actuator`` of the daemon: the worker's idle RPC, then a conditional stop."""
@@ -89,18 +98,58 @@ class WorkerActuator:
     ) -> None:
         self.settings, self.max_idle = settings, max_idle
         self.dry_run, self.before_stop = dry_run, before_stop
+        self._going_on: set[asyncio.Task[None]] = set()
 
     async def retire(self, decision: Decision) -> StopAttempt:
         try:
             connection = WorkerConnection(decision.worker, tls=self.settings.tls)
         except Exception as error:  # not an address after all, unreadable TLS files
             return _failed(decision.worker, "connect", error, None)
+        sent: list[asyncio.Future[None]] = []
         try:
-            return await self._confirm_and_stop(connection, decision.worker)
+            return await self._confirm_and_stop(connection, decision.worker, sent)
         finally:
-            await connection.close()
+            if sent and not sent[0].done():  # the stop goes on; its task closes the connection
+                self._go_on(sent[0], connection, decision.worker)
+            else:
+                await connection.close()
 
-    async def _confirm_and_stop(self, connection: WorkerConnection, worker: str) -> StopAttempt:
+    async def finish_stops(self, timeout: float) -> None:
+        """Wait, at most ``timeout`` seconds, for the stops going on in the background;
+        leaving cancels the rest (a wool worker whose stop call is cancelled may never
+        exit), which is logged."""
+        if not self._going_on:
+            return
+        _, left = await asyncio.wait(set(self._going_on), timeout=timeout)
+        if left:
+            log.warning(
+                "leaving with %d stop(s) still going on (their workers drain longer than "
+                "%gs); a wool worker whose stop call ends so may not exit",
+                len(left),
+                timeout,
+            )
+
+    def _go_on(self, call: asyncio.Future[None], connection: WorkerConnection, worker: str) -> None:
+        """Let the stop ``call`` of ``worker`` end in the background, log how it ended,
+        then close ``connection``."""
+
+        async def ending() -> None:
+            try:
+                await call
+                log.info("worker %s: the stop it drained for answered: stopped", worker)
+            except Exception as error:
+                log.info("worker %s: the stop it drained for ended: %s", worker, error)
+            finally:
+                await connection.close()
+
+        task = asyncio.ensure_future(ending())
+        self._going_on.add(task)
+        task.add_done_callback(self._going_on.discard)
+
+    async def _confirm_and_stop(
+        self, connection: WorkerConnection, worker: str, sent: list[asyncio.Future[None]]
+    ) -> StopAttempt:
+        """Confirm and stop ``worker``; the stop call, once sent, is put in ``sent``."""
         try:
             report = await connection.idle_report(timeout=self.settings.rpc_timeout)
         except TransientRpcError:
@@ -131,9 +180,21 @@ class WorkerActuator:
                 await self.before_stop(worker)
         except Exception as error:
             return _failed(worker, "before stop", error, idle)
-        timeout = stop_deadline(grace) or UNBOUNDED_STOP_WAIT
+        call = asyncio.ensure_future(
+            connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
+        )
+        sent.append(call)
+        await asyncio.wait({call}, timeout=STOP_REPLY_WAIT)
+        if not call.done():
+            log.warning(
+                "worker %s: no answer to the stop within %gs (an accepted stop answers once "
+                "drained); it counts as retiring, and the stop goes on",
+                worker,
+                STOP_REPLY_WAIT,
+            )
+            return StopAttempt(StopResult.UNANSWERED, idle)
         try:
-            await connection.stop(grace, timeout=timeout, if_idle_for=self.max_idle)
+            call.result()
         except StopRefused:
             return StopAttempt(StopResult.REFUSED_BUSY, idle)
         except RpcError as error:

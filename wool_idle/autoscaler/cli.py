@@ -216,7 +216,7 @@ async def _main(
             dropper=_dropper(daemon.wool_discovery),
         )
         if daemon.once:
-            return 0 if await autoscaler.cycle() else EXIT_SOURCE_FAILED
+            return 0 if await autoscaler.once() else EXIT_SOURCE_FAILED
         log.info(
             "autoscaler reading %s, max idle %.1fs%s",
             watched.description,

@@ -5,11 +5,13 @@ for every worker's decision, counts and logs them, then hands the planned
 stops to the actuator, up to ``RETIRING_AT_ONCE`` at a time (a worker that
 does not answer costs its own timeouts, not those of every stop after it),
 and tells the planner what came of each, in the plan's order. Once shutdown
-is asked for, no planned stop starts; those under way finish. A worker stopped
-is marked retired (``retired``) and, given a ``dropper``, its drop published
-in wool's discovery; a drop that fails is counted and logged, never undoes
-the stop. The daemon only orchestrates: the policy selects, the actuator
-confirms and stops.
+is asked for, no planned stop starts; those under way finish, and the daemon
+leaves once the stops still going on (workers draining) ended, or after
+``EXIT_WAIT``. A worker stopped, or whose stop got no answer (it may be
+draining), is marked retired (``retired``); a worker stopped has, given a
+``dropper``, its drop published in wool's discovery; a drop that fails is
+counted and logged, never undoes the stop. The daemon only orchestrates: the
+policy selects, the actuator confirms and stops.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 RETIRING_AT_ONCE: Final = 16
 """Planned stops confirmed and sent at the same time, at most."""
+EXIT_WAIT: Final = 20.0
+"""Seconds the daemon, leaving, waits for stops still going on (workers draining)."""
 
 
 @dataclass
@@ -146,11 +150,11 @@ class Autoscaler:
         self.metrics.stops.labels(attempt.result.value).inc()
         record = self._record(decision, attempt)
         self._log_decision(record)
-        if attempt.result is StopResult.STOPPED:
+        if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):
             self.metrics.retired.mark(decision.worker, record.group)
-            if self.dropper is not None:
-                dropped = await self.dropper.drop(decision.worker)
-                self.metrics.drops.labels(dropped.value).inc()
+        if attempt.result is StopResult.STOPPED and self.dropper is not None:
+            dropped = await self.dropper.drop(decision.worker)
+            self.metrics.drops.labels(dropped.value).inc()
 
     def _record(self, decision: Decision, attempt: StopAttempt | None) -> Record:
         """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
@@ -172,6 +176,7 @@ class Autoscaler:
         A cycle that fails unexpectedly is logged and stops no one more; the next
         cycle runs as usual. What start-up made is frozen first (``gc.freeze``), so
         the full collections the cycles trigger do not scan it again each time.
+        Once stopping, it waits (``EXIT_WAIT`` at most) for the stops going on.
         """
         gc.collect()
         gc.freeze()
@@ -182,3 +187,11 @@ class Autoscaler:
                 log.exception("cycle failed, stopping no one more this cycle")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), interval)
+        await self.actuator.finish_stops(EXIT_WAIT)
+
+    async def once(self) -> bool:
+        """Run one cycle, then wait (``EXIT_WAIT`` at most) for its stops still going
+        on; False if the source failed."""
+        ok = await self.cycle()
+        await self.actuator.finish_stops(EXIT_WAIT)
+        return ok

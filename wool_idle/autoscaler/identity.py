@@ -14,8 +14,10 @@ resolves every label to its endpoints:
 
 Labels whose endpoints overlap, directly or through other labels, name one
 worker. A label that does not resolve (no such host, no answer in time, no
-such socket, a relative unix path, which means another path in each process)
-names an unknown worker: fail closed, the planner never stops it and does not
+such socket, a relative unix path, which means another path in each process),
+or that resolves to an unspecified address (``0.0.0.0``, ``::``, however
+spelt: it reaches whichever local worker listens on the port, which another
+label names already) names an unknown worker: fail closed, the planner never stops it and does not
 count it. A lookup still running when the time is up is not abandoned: its
 answer is used on a later cycle. Answers are kept ``ttl`` seconds, and only
 for the labels of the last read.
@@ -106,7 +108,11 @@ class AddressResolver:
                 answers[worker] = (None if failed else lookup.result(), expires)
         self._answers = answers
         self._earliest = min((expiry for _, expiry in answers.values()), default=0.0)
-        self._resolved = {w: points for w, (points, _) in answers.items() if points is not None}
+        self._resolved = {
+            w: points
+            for w, (points, _) in answers.items()
+            if points is not None and not any(map(_unspecified, points))
+        }
         return self._resolved
 
     def _start(
@@ -195,6 +201,12 @@ def _look_up(worker: str) -> Endpoints | None:
     except (OSError, ValueError):
         return None
     return frozenset(_endpoint(str(sockaddr[0]), port) for *_, sockaddr in found) or None
+
+
+def _unspecified(point: str) -> bool:
+    """Whether endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
+    address: any local interface, so no one worker."""
+    return point.startswith(("0.0.0.0:", "[::]:"))
 
 
 def _endpoint(host: str, port: int) -> str:

@@ -2,8 +2,7 @@
 
 It wraps the pure policy with the checks the policy cannot make without I/O
 or the worker package. The ``worker`` label must be an address the actuator
-could dial, and of one worker (not ``0.0.0.0``/``::``): a reading whose label
-is not one gets ``invalid_address``. Then
+could dial: a reading whose label is not one gets ``invalid_address``. Then
 each label is resolved (``identity``): one that does not resolve gets
 ``unresolved``. Either takes no part in the plan (it neither holds up the
 floor nor uses a stop). Labels that resolve to one worker are given one
@@ -13,7 +12,6 @@ floor nor uses a stop). Labels that resolve to one worker are given one
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -30,7 +28,7 @@ from wool_idle.autoscaler.policy import (
     plan,
 )
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
-from wool_idle.worker.address import UNIX_PREFIX, parse_address, split_host_port
+from wool_idle.worker.address import parse_address
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -131,17 +129,8 @@ class PolicyPlanner:
 
 
 def _is_address(worker: str) -> bool:
-    """Whether ``worker`` is an address that names one worker: not an unspecified one
-    (``0.0.0.0:P``, ``[::]:P`` reach whichever local worker listens on P, so they
-    would count it a second time beside its real address)."""
     try:
         parse_address(worker)
     except ValueError:
         return False
-    if worker.startswith(UNIX_PREFIX):
-        return True
-    host, _ = split_host_port(worker)
-    try:
-        return not ipaddress.ip_address(host).is_unspecified
-    except ValueError:  # a host name
-        return True
+    return True

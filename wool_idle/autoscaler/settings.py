@@ -7,13 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wool_idle.autoscaler.sources import (
-    AlertGate,
-    ExporterSource,
-    PrometheusSource,
-    Selector,
-    Source,
-)
+from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector, Source
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_METRICS_URL
@@ -44,17 +38,18 @@ class SourceSettings:
         self, session: aiohttp.ClientSession, group_by: tuple[str, ...], max_staleness: float
     ) -> Source:
         """The source these settings describe, read through ``session``; each reading
-        keeps its ``group_by`` labels, and an ``alert`` sample older than
-        ``max_staleness`` does not count as firing."""
+        keeps its ``group_by`` labels; ``max_staleness`` bounds the age of a Prometheus
+        answer and of an ``alert`` sample."""
         limit = self.source_max_bytes
         if self.prometheus_url:
             return PrometheusSource(
                 session,
                 self.prometheus_url,
                 self.selector,
-                AlertGate(self.alert, max_staleness) if self.alert else None,
+                self.alert,
                 self.source_timeout,
                 group_by,
+                max_age=max_staleness,
                 max_bytes=limit,
             )
         return ExporterSource(

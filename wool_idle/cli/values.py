@@ -35,9 +35,9 @@ MAX_DURATION: Final = 10 * 365 * 86400.0
 (int64 nanoseconds since 1970) about 230 years from now; nothing here needs
 more than hours."""
 FOREVER: Final = -1.0
+"""The grace ``forever`` stands for: drain without limit."""
 LEAST_GRACE: Final = 0.001
 """The shortest grace but 0, in seconds."""
-"""The grace ``forever`` stands for: drain without limit."""
 TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import aiohttp
@@ -13,7 +14,6 @@ from support.promtool import promtool_test
 from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.sources import (
-    AlertGate,
     PrometheusSource,
     Selector,
     SourceError,
@@ -28,14 +28,14 @@ from wool_idle.autoscaler.verdicts import Verdict
 SERIES = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
 
 
-def vector(*items: tuple[dict, object]) -> dict:
+def vector(*items: tuple[dict, object], behind: float = 0.0) -> dict:
+    """An instant-vector answer evaluated ``behind`` seconds before now."""
+    at = round(time.time() - behind, 3)
     return {
         "status": "success",
         "data": {
             "resultType": "vector",
-            "result": [
-                {"metric": labels, "value": [1700000000.0, value]} for labels, value in items
-            ],
+            "result": [{"metric": labels, "value": [at, value]} for labels, value in items],
         },
     }
 
@@ -68,8 +68,8 @@ class FakePrometheus:
         app.router.add_get("/{tail:.*}", self.answer)
         server = await aiohttp_server(app)
         async with aiohttp.ClientSession() as session:
-            gate = None if alert is None else AlertGate(alert, 60.0)
-            source = PrometheusSource(session, str(server.make_url("/")), [], gate, 2.0)
+            base = str(server.make_url("/"))
+            source = PrometheusSource(session, base, [], alert, 2.0, max_age=60.0)
             return await source.read()
 
 
@@ -109,13 +109,12 @@ class TestParseQueryResponses:
             (healthy("a:1", "500", job="x") + healthy("a:1", "0", job="y"), ["1"], True),
             (healthy("a:1", "0", job="x") + healthy("a:1", "500", job="y"), ["1"], True),
             (healthy("a:1", "500", job="x") + healthy("a:1", "500.0", job="y"), ["1"], False),
-            (healthy("a:1", "500", job="x") + healthy("a:1", "500", job="y"), ["1", "40"], True),
             (healthy("a:1", "500", job="x") + healthy("a:1", "500", job="y"), ["1", "1"], False),
         ],
     )
     def test_parse_query_responses_duplicates(self, values, ages, conflicting: bool) -> None:
         """Given duplicate series of one worker (other labels differing), when parsed,
-        then equal values collapse and different values or ages make the reading
+        then equal values collapse and different values make the reading
         conflicting, which the policy never stops."""
         # Arrange
         age_items = [({"worker": "a:1", "job": str(i)}, age) for i, age in enumerate(ages)]
@@ -127,6 +126,28 @@ class TestParseQueryResponses:
         assert [r.conflicting for r in readings] == [conflicting]
         expected = Verdict.CONFLICTING if conflicting else Verdict.STOP
         assert [d.verdict for d in plan.decisions] == [expected]
+
+    @pytest.mark.parametrize(
+        ("ages", "age"),
+        [
+            (["1", "40"], 40.0),
+            (["40", "1"], 40.0),
+            (["1", "x"], math.inf),
+            (["NaN", "1"], math.inf),
+        ],
+    )
+    def test_parse_query_responses_duplicate_ages_keep_the_oldest(
+        self, ages: list[str], age: float
+    ) -> None:
+        """Given one worker's series scraped by two jobs at different moments (equal
+        values, ages apart), when parsed, then the reading is not conflicting and its
+        age is the older one (an unknown one oldest of all): the answer errs toward
+        stale, never toward fresh."""
+        values = healthy("a:1", "500", job="x") + healthy("a:1", "500", job="y")
+        age_items = [({"worker": "a:1", "job": str(i)}, a) for i, a in enumerate(ages)]
+        (reading,) = parse_query_responses(vector(*values), vector(*age_items))
+        assert not reading.conflicting
+        assert reading.age == age
 
     @pytest.mark.parametrize(
         "body",
@@ -265,7 +286,7 @@ class TestQueries:
     def test_alert_query_escapes_the_name(self) -> None:
         """Given an alert name with a quote, when rendered, then it is one PromQL string,
         and only samples no older than the gate's max age count."""
-        assert alert_query(AlertGate('W"x', 90.0)) == (
+        assert alert_query('W"x', 90.0) == (
             'time() - timestamp(ALERTS{alertname="W\\"x",alertstate="firing"}) <= 90.0'
         )
 
@@ -285,7 +306,7 @@ class TestQueriesInPromtool:
             ],
             [
                 {
-                    "expr": alert_query(AlertGate("WoolWorkerIdle", 60.0)),
+                    "expr": alert_query("WoolWorkerIdle", 60.0),
                     "eval_time": "10m",
                     "exp_samples": [
                         {
@@ -327,18 +348,30 @@ class TestQueriesInPromtool:
 
 class TestPrometheusSource:
     async def test_read_pins_prometheus_evaluation_time(self, aiohttp_server) -> None:
-        """Given a source gated on an alert, and a Prometheus whose clock is far from
-        this host's (its answers are evaluated at 1700000000), when read, then the
-        policy's series are asked at Prometheus's now (no `time`) and the age and
-        alert queries are pinned to the time that answer was evaluated at, all on
-        /api/v1/query (/api/v1/alerts, which has no time, is never asked)."""
+        """Given a source gated on an alert, and a Prometheus whose clock is 30 s behind
+        this host's, when read, then the policy's series are asked at Prometheus's now
+        (no `time`) and the age and alert queries are pinned to the time that answer
+        was evaluated at, all on /api/v1/query (/api/v1/alerts, which has no time, is
+        never asked)."""
         # Arrange
-        prometheus = FakePrometheus(vector(*healthy("a:1", "500")), vector(), vector())
+        values = vector(*healthy("a:1", "500"), behind=30.0)
+        at = values["data"]["result"][0]["value"][0]
+        prometheus = FakePrometheus(values, vector(), vector())
         # Act
         await prometheus.read(aiohttp_server, alert="WoolWorkerIdle")
         # Assert
         assert prometheus.paths == ["/api/v1/query"] * 3
-        assert prometheus.times == [None, "1700000000.0", "1700000000.0"]
+        assert prometheus.times == [None, repr(at), repr(at)]
+
+    @pytest.mark.parametrize("behind", [120.0, -120.0])
+    async def test_read_answer_far_from_this_clock_fails(self, aiohttp_server, behind) -> None:
+        """Given an answer evaluated two minutes from this host's clock, past the 60 s
+        max age (a cache between answering the same URL alike every cycle, or clocks
+        apart), when read, then the read fails and nothing more is asked."""
+        prometheus = FakePrometheus(vector(*healthy("a:1", "500"), behind=behind), vector())
+        with pytest.raises(SourceError, match="a cached answer, or clocks apart"):
+            await prometheus.read(aiohttp_server)
+        assert prometheus.times == [None]
 
     async def test_read_no_series_asks_nothing_more(self, aiohttp_server) -> None:
         """Given Prometheus has none of the policy's series, when read, then no reading,
@@ -348,7 +381,7 @@ class TestPrometheusSource:
         assert readings == []
         assert prometheus.times == [None]
 
-    @pytest.mark.parametrize("at", [None, "1700000000", float("inf"), True, []])
+    @pytest.mark.parametrize("at", [None, "1700000000", float("inf"), True, [], 10**400])
     async def test_read_no_evaluation_time_fails(self, aiohttp_server, at: object) -> None:
         """Given an answer whose first sample carries no finite evaluation time, when
         read, then the read fails (nothing is pinned to a time that is not one)."""

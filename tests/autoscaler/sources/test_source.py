@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import json
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,6 @@ from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import Plan, PolicySettings, Reading
 from wool_idle.autoscaler.sources import (
-    AlertGate,
     ExporterSource,
     PrometheusSource,
     Source,
@@ -45,7 +45,7 @@ def source_of(kind: str, session: aiohttp.ClientSession, base: str) -> Source:
     """An exporter source reading ``base``'s /metrics, or a Prometheus source at ``base``."""
     if kind == "exporter":
         return ExporterSource(session, base + "metrics", [], 5.0)
-    return PrometheusSource(session, base, [], None, 5.0)
+    return PrometheusSource(session, base, [], None, 5.0, max_age=60.0)
 
 
 class TestFetch:
@@ -136,7 +136,7 @@ class TestFetchCap:
         text = (IDLE_ROW % 1) + 'wool_worker_up{worker="127.0.0.1:1"} 1\n'
         sample = {"metric": {"__name__": "wool_worker_up", "worker": "127.0.0.1:1"}}
         vector = {"status": "success", "data": {"resultType": "vector", "result": []}}
-        vector["data"]["result"] = [{**sample, "value": [1, "1"]}]
+        vector["data"]["result"] = [{**sample, "value": [round(time.time(), 3), "1"]}]
         body = text if kind == "exporter" else json.dumps(vector)
 
         async def answer(request: web.Request) -> web.Response:
@@ -151,7 +151,7 @@ class TestFetchCap:
             def source(limit: int) -> Source:
                 if kind == "exporter":
                     return ExporterSource(session, base + "metrics", [], 5.0, max_bytes=limit)
-                return PrometheusSource(session, base, [], None, 5.0, max_bytes=limit)
+                return PrometheusSource(session, base, [], None, 5.0, max_age=60.0, max_bytes=limit)
 
             # Act
             readings = await source(size).read()
@@ -180,7 +180,7 @@ class TestFetchCap:
         monkeypatch.setattr(module, name, watched)
         sample = '{"metric": {"__name__": "wool_worker_up", "worker": "127.0.0.1:1"}, '
         vector = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
-        one = vector % (sample + '"value": [1700000000, "1"]}')
+        one = vector % (sample + f'"value": [{time.time():.3f}, "1"]}}')
 
         async def answer(request: web.Request) -> web.Response:
             return web.Response(text=IDLE_ROW % 1 if kind == "exporter" else one)
@@ -326,10 +326,11 @@ def _envelope(result: list) -> str:
     return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
 
 
-def _row_items(row: tuple[str, str, str, str, str]) -> list[dict]:
+def _row_items(row: tuple[str, str, str, str, str], at: float) -> list[dict]:
+    """The items of one row's series, evaluated at ``at``."""
     worker, job, *values = row
     return [
-        {"metric": {"__name__": name, "worker": worker, "job": job}, "value": [1.0, value]}
+        {"metric": {"__name__": name, "worker": worker, "job": job}, "value": [at, value]}
         for name, value in zip(SERIES, values, strict=True)
     ]
 
@@ -345,18 +346,19 @@ def api_bodies(draw: st.DrawFn) -> tuple[str, ...]:
     """Bodies of the values, ages and alert queries: mostly shaped like Prometheus's
     answers for one drawn fleet (duplicates, odd values and labels, missing ages
     included), each one garbage of any shape or depth one time in eight."""
+    at = time.time()  # Prometheus evaluates at its now: read within max_age of it
     fleet = draw(rows)
     noise = draw(st.lists(items | json_values, max_size=1) | st.just([]))
     aged = [row for row in fleet if draw(st.integers(0, 3))]  # some workers have no age
     ages = [
-        {"metric": {"worker": w, "job": j}, "value": [1, draw(sample_ages)]} for w, j, *_ in aged
+        {"metric": {"worker": w, "job": j}, "value": [at, draw(sample_ages)]} for w, j, *_ in aged
     ]
     firing = draw(st.lists(st.sampled_from([row[0] for row in fleet]))) if fleet else []
     bodies = (
-        _envelope([item for row in fleet for item in _row_items(row)] + noise),
+        _envelope([item for row in fleet for item in _row_items(row, at)] + noise),
         _envelope(ages),
         _envelope(
-            [{"metric": {"__name__": "ALERTS", "worker": w}, "value": [1, "1"]} for w in firing]
+            [{"metric": {"__name__": "ALERTS", "worker": w}, "value": [at, "1"]} for w in firing]
         ),
     )
     return tuple(body if draw(st.integers(0, 7)) else draw(garbage_json) for body in bodies)
@@ -460,7 +462,7 @@ def _number(value: object) -> float | None:
 def _is_candidate(worker: str, series: dict[str, list], ages: list, alerting: bool) -> bool:
     """Whether the raw samples of ``worker`` make it a valid candidate: an address, every
     sample of each series agreeing, up and supported 1, idle finite and >= max_idle,
-    every age equal and within max_staleness, and alerting."""
+    every age known and the oldest within max_staleness (and >= 0), and alerting."""
     try:
         parse_address(worker)
     except ValueError:
@@ -471,7 +473,9 @@ def _is_candidate(worker: str, series: dict[str, list], ages: list, alerting: bo
     (value,) = set(idle)
     if not (valid_idle(value) and value >= SETTINGS.max_idle):
         return False
-    return len(set(ages)) == 1 and 0 <= ages[0] <= SETTINGS.max_staleness and alerting
+    known = [age for age in ages if age is not None and age == age]
+    fresh = bool(ages) and len(known) == len(ages) and 0 <= max(known) <= SETTINGS.max_staleness
+    return fresh and min(known, default=0.0) >= 0 and alerting
 
 
 def _exposition_samples(text: str, worker: str) -> dict[str, list]:
@@ -524,8 +528,7 @@ class TestReadProperties:
         # Arrange
         values, ages, alerts = bodies
         http.served.bodies = {"values": values, "ages": ages, "alerts": alerts}
-        gate = None if alert is None else AlertGate(alert, 60.0)
-        source = PrometheusSource(http.session, http.base, [], gate, 5.0)
+        source = PrometheusSource(http.session, http.base, [], alert, 5.0, max_age=60.0)
         # Act
         readings = http.read(source)
         if readings is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from wool_idle.autoscaler.sources.exposition import ExporterSource, parse_exposition
 from wool_idle.autoscaler.sources.prometheus import (
-    AlertGate,
     PrometheusSource,
     age_query,
     alert_query,
@@ -23,7 +22,6 @@ from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import Source, SourceError
 
 __all__ = [
-    "AlertGate",
     "ExporterSource",
     "PrometheusSource",
     "Selector",

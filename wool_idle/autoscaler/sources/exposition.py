@@ -11,7 +11,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values
+from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
@@ -45,7 +45,7 @@ def parse_exposition(
                     continue
                 add(values, worker, sample.value)
                 if sample.timestamp is not None and ages is not None:
-                    add(ages, worker, now - float(sample.timestamp))
+                    keep_oldest(ages, worker, now - float(sample.timestamp))
                 if group_by:
                     place(worker, labels)
     except Exception as error:  # the parser raises several types on bad input

@@ -4,32 +4,35 @@ Up to three instant queries, all evaluated at the same time: the policy's
 series; the age of each idle sample, or of an ``idle_supported`` sample where
 there is no idle one (evaluation time minus sample time); and, when an alert
 gates retirement, the age of that alert's ``ALERTS`` series in state firing,
-no older than the gate's ``max_age``. (Prometheus writes no staleness marker
+no older than ``max_age``. (Prometheus writes no staleness marker
 for a rule when it crashes or a rule is removed, so an old ``ALERTS`` sample
 would be read as firing for the five minutes of its lookback.)
 ``/api/v1/alerts`` is not used: it has no time parameter, so it could describe
 another instant than the values. A worker missing from the age result has an
 unknown age, which is stale.
 
-The time is Prometheus's own, never this host's clock: the policy's series are
-asked for at Prometheus's now, and the other queries are pinned to the time
-that answer was evaluated at. (Pinned to a clock running behind, every query
-would describe the fleet as it was then, with ages that look fresh: a worker
-gone since would still hold ``--min-workers``.)
+The time is Prometheus's own: the policy's series are asked for at
+Prometheus's now, and the other queries are pinned to the time that answer was
+evaluated at. (Pinned to a clock running behind, every query would describe
+the fleet as it was then, with ages that look fresh: a worker gone since would
+still hold ``--min-workers``.) This host's clock only refuses: an answer
+evaluated more than ``max_age`` away from it (a cache between, which would
+answer the same URL alike every cycle, or clocks apart) fails the read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final
 
 import aiohttp
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.autoscaler.sources.samples import SamplesByWorker
+from wool_idle.autoscaler.sources.samples import SamplesByWorker, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector, promql_string
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
@@ -57,21 +60,11 @@ def age_query(selectors: Sequence[Selector]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class AlertGate:
-    """Retire only workers for which the alert ``name`` fires, as an ``ALERTS`` sample
-    no older than ``max_age`` seconds says (keep the rule's evaluation interval
-    under it)."""
-
-    name: str
-    max_age: float
-
-
-def alert_query(gate: AlertGate) -> str:
-    """PromQL for the age of each firing series of ``gate``'s alert no older than its
-    ``max_age`` (the series keep the alert's labels, ``worker`` among them)."""
-    series = f'ALERTS{{alertname={promql_string(gate.name)},alertstate="firing"}}'
-    return f"time() - timestamp({series}) <= {gate.max_age!r}"
+def alert_query(alert: str, max_age: float) -> str:
+    """PromQL for the age of each firing series of ``alert`` no older than ``max_age``
+    seconds (the series keep the alert's labels, ``worker`` among them)."""
+    series = f'ALERTS{{alertname={promql_string(alert)},alertstate="firing"}}'
+    return f"time() - timestamp({series}) <= {max_age!r}"
 
 
 def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) -> list[Reading]:
@@ -103,7 +96,7 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
         worker = labels.get(WORKER_LABEL)
         if type(worker) is not str:
             raise SourceError(_NO_WORKER)
-        add(samples.ages, worker, _number(value))
+        keep_oldest(samples.ages, worker, _number(value))
     return samples.readings(default_age=math.inf)
 
 
@@ -116,9 +109,13 @@ def evaluation_time(body: Any) -> float | None:
         return None
     value = result[0].get("value") if type(result[0]) is dict else None
     at = value[0] if type(value) is list and value else None
-    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+    try:
+        seconds = float(at) if isinstance(at, int | float) and type(at) is not bool else math.nan
+    except OverflowError:  # a JSON integer too large for a float
+        seconds = math.nan
+    if not math.isfinite(seconds):
         raise SourceError("query result sample has no finite evaluation time")
-    return float(at)
+    return seconds
 
 
 def parse_alert_response(body: Any) -> set[str]:
@@ -185,24 +182,27 @@ def _error_text(body: Any) -> str:
 
 class PrometheusSource:
     """Reads a Prometheus server's HTTP API; with ``alert``, only workers whose
-    alert fires are retirement candidates."""
+    alert fires are retirement candidates. ``max_age`` (seconds) bounds the age of
+    an ``ALERTS`` sample, and how far Prometheus's evaluation time may be from this
+    host's clock."""
 
     def __init__(
         self,
         session: aiohttp.ClientSession,
         base_url: str,
         selectors: Sequence[Selector],
-        alert: AlertGate | None,
+        alert: str | None,
         timeout: float,
         group_by: Sequence[str] = (),
         *,
+        max_age: float,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.session, self.base = session, base_url.rstrip("/")
         self.selectors, self.alert, self.timeout = selectors, alert, timeout
         self.group_by, self.max_bytes = group_by, max_bytes
-        gated = f" alert {alert.name}" if alert else ""
-        self.description = f"prometheus {base_url}{gated}"
+        self.max_age = max_age
+        self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
 
     async def read(self) -> list[Reading]:
         """The policy's series at Prometheus's now, then the other queries pinned to
@@ -218,9 +218,15 @@ class PrometheusSource:
         at = await asyncio.to_thread(evaluation_time, values)
         if at is None:
             return []  # no series: no worker to read
+        apart = abs(at - time.time())
+        if apart > self.max_age:
+            raise SourceError(
+                f"Prometheus answered as of {apart:.0f}s from this host's clock (more than "
+                f"{self.max_age:g}s): a cached answer, or clocks apart (sync them)"
+            )
         queries = [age_query(self.selectors)]
         if self.alert is not None:
-            queries.append(alert_query(self.alert))
+            queries.append(alert_query(self.alert, self.max_age))
         pinned = repr(at)
         bodies = await asyncio.gather(
             *(

@@ -6,6 +6,9 @@ they differ, the worker's reading is ``conflicting``: it is never stopped, and
 no single series is trusted over another. The same holds for the worker's
 group: the values of the ``group_by`` labels (a missing label is the empty
 value) must be the same on every series of the worker, or it is conflicting.
+Sample ages are the exception (``keep_oldest``): duplicates scraped at
+different moments (two scrape jobs of one exporter) always differ in age, so
+the oldest counts, an unknown or negative one oldest of all.
 """
 
 from __future__ import annotations
@@ -81,6 +84,14 @@ class SamplesByWorker:
                 )
             )
         return readings
+
+
+def keep_oldest(ages: Values, worker: str, age: float | None) -> None:
+    """Record ``worker``'s sample ``age`` in ``ages``: of two, the older. An age that is
+    unknown (None), not a number or negative (a sample from the future) is infinitely
+    old."""
+    known = age if age is not None and age >= 0 else math.inf  # NaN >= 0 is False
+    ages[worker] = max(ages.get(worker, known) or 0.0, known)
 
 
 def _same(first: float | None, second: float | None) -> bool:
