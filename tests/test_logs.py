@@ -66,6 +66,7 @@ class TestFormatters:
             raise RuntimeError("boom\n2023-11-14T22:13:21.000Z INFO wool_idle.autoscaler: decision")
         except RuntimeError:
             entry.exc_info = sys.exc_info()
+        logging.Formatter().format(entry)  # another handler's formatter caches raw text
         # Act
         lines = TextFormatter().format(entry).split("\n")
         # Assert

@@ -56,6 +56,15 @@ class TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return timestamp(record)
 
+    def format(self, record: logging.LogRecord) -> str:
+        """The line, and the traceback through ``formatException`` even when another
+        formatter cached its own raw text on ``record``."""
+        cached, record.exc_text = record.exc_text, None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = cached
+
     def formatMessage(self, record: logging.LogRecord) -> str:
         fields = "".join(f" {k}={_field_value(v)}" for k, v in extra_fields(record).items())
         return _printable(super().formatMessage(record)) + fields

@@ -104,6 +104,34 @@ class TestWorkerActuator:
         assert answered_then == 0
         assert (worker.stops_answered, worker.stops_cancelled) == (1, 0)
 
+    async def test_retire_late_answer_is_handed_on_and_no_second_stop_is_sent(
+        self, scripted, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a worker whose stop answers only after the cycle gave up waiting, when
+        it is retired again while that stop goes on, then no second stop is sent (it
+        stays unanswered); once the first is answered, the worker is handed to
+        `stopped_late`, so its stop is recorded and its drop published then."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
+        worker = await scripted(seconds=100.0, stop_delay=1.0)
+        late: list[str] = []
+
+        async def stopped_late(address: str) -> None:
+            late.append(address)
+
+        draining = WorkerActuator(
+            ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stopped_late=stopped_late
+        )
+        # Act
+        first = await draining.retire(stop(worker.address))
+        again = await draining.retire(stop(worker.address))
+        await draining.finish_stops(10.0)
+        # Assert
+        assert first == StopAttempt(StopResult.UNANSWERED, 100.0)
+        assert again == StopAttempt(StopResult.UNANSWERED)
+        assert len(worker.stop_requests) == 1 and worker.stops_answered == 1
+        assert late == [worker.address]
+
     async def test_finish_stops_leaves_after_its_timeout(
         self, scripted, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     ) -> None:

@@ -323,7 +323,7 @@ class TestAutoscaler:
         server = await aiohttp_server(app)
         autoscaler = make_autoscaler("", max_idle=1.0)
         autoscaler.source = PrometheusSource(
-            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, max_age=60.0
+            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, alert_max_age=60.0
         )
         # Act
         ok = await autoscaler.cycle()
@@ -516,6 +516,43 @@ class TestRetirement:
         assert value(autoscaler, "wool_autoscaler_drops_total", result="namespace_missing") == 1
         assert value(autoscaler, "wool_autoscaler_drops_total", result="published") == 0
         assert f"worker {address}: drop namespace_missing" in caplog.text
+
+    async def test_a_drop_that_raises_touches_no_other_stop(
+        self, fleet, exporter_process, make_autoscaler, caplog
+    ) -> None:
+        """Given two idle workers stopped in one cycle and a dropper whose first drop
+        raises (a fault of ours), when the cycle runs, then the fault is logged and
+        both stops are recorded, counted and shown retired, and the other drop is
+        published as usual."""
+
+        # Arrange
+        class RaisingOnce(Dropper):
+            raised = False
+
+            async def drop(self, address: str) -> DropResult:
+                if not self.raised:
+                    self.raised = True
+                    raise RuntimeError("boom")
+                return await super().drop(address)
+
+        first, second = await fleet.start(2)
+        exporter = exporter_process([first, second])
+        autoscaler = make_autoscaler(
+            exporter.url,
+            max_idle=0.2,
+            min_workers=0,
+            dropper=RaisingOnce([unique_namespace("absent")]),
+        )
+        await asyncio.sleep(0.3)
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok
+        assert [r.result for r in autoscaler.records] == [StopResult.STOPPED] * 2
+        assert value(autoscaler, "wool_autoscaler_stops_total", result="stopped") == 2
+        assert retired(autoscaler, first) is not None and retired(autoscaler, second) is not None
+        assert "publishing its drop failed" in caplog.text
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="namespace_missing") == 1
 
     async def test_dry_run_neither_marks_nor_drops(
         self, fleet, exporter_process, make_autoscaler

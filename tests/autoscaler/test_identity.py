@@ -80,7 +80,9 @@ class TestAddressResolver:
             f"unix:{tmp_path}/link.sock": real,
         }
 
-    @pytest.mark.parametrize("worker", ["0.0.0.0:5", "[::]:5", "[::ffff:0.0.0.0]:5", "0:5"])
+    @pytest.mark.parametrize(
+        "worker", ["0.0.0.0:5", "[::]:5", "[::ffff:0.0.0.0]:5", "0:5", "[::%1]:5", "[::%lo]:5"]
+    )
     async def test_resolve_unspecified_address_names_no_worker(self, worker: str) -> None:
         """Given a label that is, or resolves to, an unspecified address however spelt
         (it reaches whichever local worker listens on the port, which another label

@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from wool_idle import __version__
+from wool_idle.autoscaler.actuator import STOP_REPLY_WAIT
+from wool_idle.autoscaler.daemon import EXIT_WAIT
 from wool_idle.cli.values import DURATION
 from wool_idle.proto import SERVICE
 from wool_idle.worker.server import CLOSE_GRACE
@@ -254,6 +256,21 @@ class TestWorkers:
         # Assert
         assert tolerated > stop_drain + CLOSE_GRACE
         assert termination > own_drain + CLOSE_GRACE
+
+    def test_autoscaler_termination_outlasts_its_shutdown(self, manifests: list[Manifest]) -> None:
+        """Given the autoscaler's Deployment and its settings, then Kubernetes waits on
+        a deleted pod longer than its shutdown can take (the stops under way: the idle
+        RPC and the wait for a stop's reply; then the wait for stops still going on;
+        the HTTP server's close), so no stop call is cut short."""
+        # Arrange
+        deployment = only(manifests, "Deployment", "wool-idle-autoscaler")
+        rpc_timeout = seconds(
+            environment(container_of(manifests, "autoscaler")).get("WOOL_IDLE_RPC_TIMEOUT", "5s")
+        )
+        # Act
+        termination = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        # Assert
+        assert termination > rpc_timeout + STOP_REPLY_WAIT + EXIT_WAIT + CLOSE_GRACE
 
     def test_targets_name_every_worker_of_the_job(self, manifests: list[Manifest]) -> None:
         """Given the exporter's targets ConfigMap and the Job, then the targets are

@@ -295,7 +295,7 @@ class TestSelectorsAndGroupsInPrometheus:
                 for texts in selectors:
                     chosen = [Selector.parse(t) for t in texts]
                     source = PrometheusSource(
-                        session, prometheus.url, chosen, None, 5.0, group_by, max_age=60.0
+                        session, prometheus.url, chosen, None, 5.0, group_by, alert_max_age=60.0
                     )
                     from_prometheus = await source.read()
                     async with session.get(url) as response:
@@ -341,7 +341,9 @@ class TestSelectorsAndGroupsInPrometheus:
                 await asyncio.sleep(0.25)
             async with aiohttp.ClientSession() as session:
                 # Act
-                source = PrometheusSource(session, prometheus.url, [], None, 5.0, max_age=60.0)
+                source = PrometheusSource(
+                    session, prometheus.url, [], None, 5.0, alert_max_age=60.0
+                )
                 readings = {r.worker: r for r in await source.read()}
         finally:
             prometheus.stop()

@@ -18,8 +18,10 @@ cycle waits ``STOP_REPLY_WAIT`` for the reply; past it the worker is
 ``unanswered`` and the call goes on in the background with its own deadline
 (the drain and ``STOP_DEADLINE_MARGIN``; none with an unbounded grace). The
 call is never cut short: a wool worker whose stop call is cancelled stops
-draining and never exits. ``finish_stops`` waits for those calls when the
-daemon leaves.
+draining and never exits. A call answered late is handed to ``stopped_late``;
+while it goes on, no other stop is sent to that worker (it stays
+``unanswered``). ``finish_stops`` waits for those calls when the daemon
+leaves.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 BeforeStop = Callable[[str], Awaitable[None]]
 """Awaited after the worker confirmed its idle time and right before the stop RPC."""
+StoppedLate = Callable[[str], Awaitable[None]]
+"""Awaited when a stop that went on in the background was answered: the worker stopped."""
 STOP_REPLY_WAIT: Final = 10.0
 """Seconds a cycle waits for a stop's reply (a refusal comes at once); past it the call
 goes on in the background and the worker counts as retiring."""
@@ -95,12 +99,17 @@ class WorkerActuator:
         max_idle: float,
         dry_run: bool,
         before_stop: BeforeStop | None = None,
+        stopped_late: StoppedLate | None = None,
     ) -> None:
         self.settings, self.max_idle = settings, max_idle
-        self.dry_run, self.before_stop = dry_run, before_stop
-        self._going_on: set[asyncio.Task[None]] = set()
+        self.dry_run, self.before_stop, self.stopped_late = dry_run, before_stop, stopped_late
+        self._going_on: dict[str, asyncio.Task[None]] = {}
+        """The stops going on in the background, by worker."""
 
     async def retire(self, decision: Decision) -> StopAttempt:
+        if decision.worker in self._going_on:  # never a second stop call beside the first
+            log.info("worker %s: its stop still goes on; it counts as retiring", decision.worker)
+            return StopAttempt(StopResult.UNANSWERED)
         try:
             connection = WorkerConnection(decision.worker, tls=self.settings.tls)
         except Exception as error:  # not an address after all, unreadable TLS files
@@ -120,7 +129,7 @@ class WorkerActuator:
         exit), which is logged."""
         if not self._going_on:
             return
-        _, left = await asyncio.wait(set(self._going_on), timeout=timeout)
+        _, left = await asyncio.wait(set(self._going_on.values()), timeout=timeout)
         if left:
             log.warning(
                 "leaving with %d stop(s) still going on (their workers drain longer than "
@@ -130,21 +139,26 @@ class WorkerActuator:
             )
 
     def _go_on(self, call: asyncio.Future[None], connection: WorkerConnection, worker: str) -> None:
-        """Let the stop ``call`` of ``worker`` end in the background, log how it ended,
-        then close ``connection``."""
+        """Let the stop ``call`` of ``worker`` end in the background, log how it ended
+        (answered: hand it to ``stopped_late``), then close ``connection``."""
 
         async def ending() -> None:
             try:
                 await call
-                log.info("worker %s: the stop it drained for answered: stopped", worker)
             except Exception as error:
                 log.info("worker %s: the stop it drained for ended: %s", worker, error)
+            else:
+                log.info("worker %s: the stop it drained for answered: stopped", worker)
+                if self.stopped_late is not None:
+                    try:
+                        await self.stopped_late(worker)
+                    except Exception:
+                        log.exception("worker %s: recording its late stop failed", worker)
             finally:
+                del self._going_on[worker]
                 await connection.close()
 
-        task = asyncio.ensure_future(ending())
-        self._going_on.add(task)
-        task.add_done_callback(self._going_on.discard)
+        self._going_on[worker] = asyncio.ensure_future(ending())
 
     async def _confirm_and_stop(
         self, connection: WorkerConnection, worker: str, sent: list[asyncio.Future[None]]

@@ -4,10 +4,12 @@ A cycle reads the source (a ``SourceError`` stops no one), asks the planner
 for every worker's decision, counts and logs them, then hands the planned
 stops to the actuator, up to ``RETIRING_AT_ONCE`` at a time (a worker that
 does not answer costs its own timeouts, not those of every stop after it),
-and tells the planner what came of each, in the plan's order. Once shutdown
-is asked for, no planned stop starts; those under way finish, and the daemon
+and tells the planner what came of each as it comes (a failure to record or
+publish one is logged and touches no other). Once shutdown is asked for, no
+planned stop starts its confirmation; those under way finish, and the daemon
 leaves once the stops still going on (workers draining) ended, or after
-``EXIT_WAIT``. A worker stopped, or whose stop got no answer (it may be
+``EXIT_WAIT``. A stop answered after the cycle gave up waiting counts as
+stopped then. A worker stopped, or whose stop got no answer (it may be
 draining), is marked retired (``retired``); a worker stopped has, given a
 ``dropper``, its drop published in wool's discovery; a drop that fails is
 counted and logged, never undoes the stop. The daemon only orchestrates: the
@@ -76,6 +78,7 @@ class Autoscaler:
             max_idle=self.policy.max_idle,
             dry_run=self.policy.dry_run,
             before_stop=self.before_stop,
+            stopped_late=self._stopped_late,
         )
 
     async def cycle(self) -> bool:
@@ -102,22 +105,26 @@ class Autoscaler:
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:
             self._note_unacted(decision)
-        stops = plan.stops
         at_once = asyncio.Semaphore(RETIRING_AT_ONCE)
-
-        async def retire(decision: Decision) -> StopAttempt | None:
-            async with at_once:
-                if self.stopping.is_set():
-                    return None
-                return await self.actuator.retire(decision)
-
-        attempts = await asyncio.gather(*(retire(decision) for decision in stops))
-        for decision, attempt in zip(stops, attempts, strict=True):
-            if attempt is None:
-                log.info("shutting down: %s not stopped", decision.worker)
-            else:
-                await self._settle(decision, attempt)
+        await asyncio.gather(*(self._retire(decision, at_once) for decision in plan.stops))
         return True
+
+    async def _retire(self, decision: Decision, at_once: asyncio.Semaphore) -> None:
+        """Confirm and stop ``decision``'s worker (unless shutting down) when ``at_once``
+        lets it, then settle what came of it. Raises nothing but cancellation: an
+        actuator that fails counts as a stop whose outcome is unknown (retiring)."""
+        async with at_once:
+            if self.stopping.is_set():
+                log.info("shutting down: %s not stopped", decision.worker)
+                return
+            try:
+                attempt = await self.actuator.retire(decision)
+            except Exception:
+                log.exception(
+                    "worker %s: retiring it failed; it counts as retiring", decision.worker
+                )
+                attempt = StopAttempt(StopResult.UNANSWERED)
+        await self._settle(decision, attempt)
 
     def _note_unacted(self, decision: Decision) -> None:
         """Count and log a decision that is not acted on."""
@@ -145,16 +152,33 @@ class Autoscaler:
 
     async def _settle(self, decision: Decision, attempt: StopAttempt) -> None:
         """Record, count and log what came of the planned stop of ``decision``; mark a
-        worker stopped retired, and publish its drop."""
+        worker stopped retired, and publish its drop. The planner learns it first."""
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         self.metrics.stops.labels(attempt.result.value).inc()
         record = self._record(decision, attempt)
         self._log_decision(record)
         if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):
             self.metrics.retired.mark(decision.worker, record.group)
-        if attempt.result is StopResult.STOPPED and self.dropper is not None:
-            dropped = await self.dropper.drop(decision.worker)
-            self.metrics.drops.labels(dropped.value).inc()
+        if attempt.result is StopResult.STOPPED:
+            await self._drop(decision.worker)
+
+    async def _stopped_late(self, worker: str) -> None:
+        """A stop that went on in the background was answered: ``worker`` stopped (it was
+        marked retired as ``unanswered``); the planner learns it, and its drop is
+        published."""
+        self.planner.record(worker, StopResult.STOPPED, time.monotonic())
+        await self._drop(worker)
+
+    async def _drop(self, worker: str) -> None:
+        """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""
+        if self.dropper is None:
+            return
+        try:
+            dropped = await self.dropper.drop(worker)
+        except Exception:
+            log.exception("worker %s: publishing its drop failed", worker)
+            return
+        self.metrics.drops.labels(dropped.value).inc()
 
     def _record(self, decision: Decision, attempt: StopAttempt | None) -> Record:
         """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
@@ -192,6 +216,7 @@ class Autoscaler:
     async def once(self) -> bool:
         """Run one cycle, then wait (``EXIT_WAIT`` at most) for its stops still going
         on; False if the source failed."""
-        ok = await self.cycle()
-        await self.actuator.finish_stops(EXIT_WAIT)
-        return ok
+        try:
+            return await self.cycle()
+        finally:
+            await self.actuator.finish_stops(EXIT_WAIT)

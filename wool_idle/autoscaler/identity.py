@@ -205,8 +205,11 @@ def _look_up(worker: str) -> Endpoints | None:
 
 def _unspecified(point: str) -> bool:
     """Whether endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
-    address: any local interface, so no one worker."""
-    return point.startswith(("0.0.0.0:", "[::]:"))
+    address, with or without an IPv6 zone: any local interface, so no one worker."""
+    if point.startswith(UNIX_PREFIX) or point.startswith("unix-inode:"):
+        return False
+    host = point.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    return ipaddress.ip_address(host).is_unspecified
 
 
 def _endpoint(host: str, port: int) -> str:

@@ -49,7 +49,7 @@ class SourceSettings:
                 self.alert,
                 self.source_timeout,
                 group_by,
-                max_age=max_staleness,
+                alert_max_age=max_staleness,
                 max_bytes=limit,
             )
         return ExporterSource(

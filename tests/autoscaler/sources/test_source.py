@@ -45,7 +45,7 @@ def source_of(kind: str, session: aiohttp.ClientSession, base: str) -> Source:
     """An exporter source reading ``base``'s /metrics, or a Prometheus source at ``base``."""
     if kind == "exporter":
         return ExporterSource(session, base + "metrics", [], 5.0)
-    return PrometheusSource(session, base, [], None, 5.0, max_age=60.0)
+    return PrometheusSource(session, base, [], None, 5.0, alert_max_age=60.0)
 
 
 class TestFetch:
@@ -151,7 +151,9 @@ class TestFetchCap:
             def source(limit: int) -> Source:
                 if kind == "exporter":
                     return ExporterSource(session, base + "metrics", [], 5.0, max_bytes=limit)
-                return PrometheusSource(session, base, [], None, 5.0, max_age=60.0, max_bytes=limit)
+                return PrometheusSource(
+                    session, base, [], None, 5.0, alert_max_age=60.0, max_bytes=limit
+                )
 
             # Act
             readings = await source(size).read()
@@ -528,7 +530,7 @@ class TestReadProperties:
         # Arrange
         values, ages, alerts = bodies
         http.served.bodies = {"values": values, "ages": ages, "alerts": alerts}
-        source = PrometheusSource(http.session, http.base, [], alert, 5.0, max_age=60.0)
+        source = PrometheusSource(http.session, http.base, [], alert, 5.0, alert_max_age=60.0)
         # Act
         readings = http.read(source)
         if readings is None:

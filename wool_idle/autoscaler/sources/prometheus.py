@@ -4,7 +4,7 @@ Up to three instant queries, all evaluated at the same time: the policy's
 series; the age of each idle sample, or of an ``idle_supported`` sample where
 there is no idle one (evaluation time minus sample time); and, when an alert
 gates retirement, the age of that alert's ``ALERTS`` series in state firing,
-no older than ``max_age``. (Prometheus writes no staleness marker
+no older than ``alert_max_age``. (Prometheus writes no staleness marker
 for a rule when it crashes or a rule is removed, so an old ``ALERTS`` sample
 would be read as firing for the five minutes of its lookback.)
 ``/api/v1/alerts`` is not used: it has no time parameter, so it could describe
@@ -16,8 +16,9 @@ Prometheus's now, and the other queries are pinned to the time that answer was
 evaluated at. (Pinned to a clock running behind, every query would describe
 the fleet as it was then, with ages that look fresh: a worker gone since would
 still hold ``--min-workers``.) This host's clock only refuses: an answer
-evaluated more than ``max_age`` away from it (a cache between, which would
-answer the same URL alike every cycle, or clocks apart) fails the read.
+evaluated outside the read (from sending the query to its answer) by more
+than ``CLOCK_TOLERANCE`` fails it: a cache between, which would answer the same
+URL alike every cycle, or clocks apart.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, 
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
 
 _NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
+CLOCK_TOLERANCE: Final = 5.0
+"""Seconds Prometheus's evaluation time may lie outside the read, by this host's clock."""
 
 
 def series_query(selectors: Sequence[Selector]) -> str:
@@ -182,9 +185,8 @@ def _error_text(body: Any) -> str:
 
 class PrometheusSource:
     """Reads a Prometheus server's HTTP API; with ``alert``, only workers whose
-    alert fires are retirement candidates. ``max_age`` (seconds) bounds the age of
-    an ``ALERTS`` sample, and how far Prometheus's evaluation time may be from this
-    host's clock."""
+    alert fires are retirement candidates, as an ``ALERTS`` sample no older than
+    ``alert_max_age`` seconds says."""
 
     def __init__(
         self,
@@ -195,19 +197,20 @@ class PrometheusSource:
         timeout: float,
         group_by: Sequence[str] = (),
         *,
-        max_age: float,
+        alert_max_age: float,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.session, self.base = session, base_url.rstrip("/")
         self.selectors, self.alert, self.timeout = selectors, alert, timeout
         self.group_by, self.max_bytes = group_by, max_bytes
-        self.max_age = max_age
+        self.alert_max_age = alert_max_age
         self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
 
     async def read(self) -> list[Reading]:
         """The policy's series at Prometheus's now, then the other queries pinned to
         the time they were evaluated at (see the module docstring)."""
         url, limit = f"{self.base}/api/v1/query", self.max_bytes
+        sent = time.time()
         values = await fetch(
             self.session,
             url,
@@ -218,15 +221,16 @@ class PrometheusSource:
         at = await asyncio.to_thread(evaluation_time, values)
         if at is None:
             return []  # no series: no worker to read
-        apart = abs(at - time.time())
-        if apart > self.max_age:
+        received = time.time()
+        if not sent - CLOCK_TOLERANCE <= at <= received + CLOCK_TOLERANCE:
             raise SourceError(
-                f"Prometheus answered as of {apart:.0f}s from this host's clock (more than "
-                f"{self.max_age:g}s): a cached answer, or clocks apart (sync them)"
+                f"Prometheus evaluated the query at {at:.3f}, outside this read ({sent:.3f} "
+                f"to {received:.3f}) by more than {CLOCK_TOLERANCE:g}s: a cached answer "
+                "between, or this host's clock and Prometheus's apart (sync them)"
             )
         queries = [age_query(self.selectors)]
         if self.alert is not None:
-            queries.append(alert_query(self.alert, self.max_age))
+            queries.append(alert_query(self.alert, self.alert_max_age))
         pinned = repr(at)
         bodies = await asyncio.gather(
             *(
