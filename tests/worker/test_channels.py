@@ -29,6 +29,17 @@ def client_tls(material: TlsMaterial, identity: str) -> ClientTls:
     return ClientTls(ca_file=material.ca, cert_file=files.cert, key_file=files.key)
 
 
+async def caller_only_stops(start_server, material: TlsMaterial):
+    """A worker serving mutual TLS whose stop only the identity `caller` may call."""
+    tls = ServerTls(
+        cert_file=material.server.cert,
+        key_file=material.server.key,
+        client_ca_file=material.ca,
+    )
+    policy = MethodPolicy({"stop": frozenset({"caller"})})
+    return await start_server("localhost:0", tls=tls, service=WorkerService(authorization=policy))
+
+
 class TestChannelPool:
     async def test_acquire_opens_new_channel_once_tls_files_changed(
         self, material: TlsMaterial
@@ -111,15 +122,7 @@ class TestConnectionRotation:
         the task in flight on the old channel still completes, and the old channel
         is given back."""
         # Arrange
-        tls = ServerTls(
-            cert_file=material.server.cert,
-            key_file=material.server.key,
-            client_ca_file=material.ca,
-        )
-        policy = MethodPolicy({"stop": frozenset({"caller"})})
-        server = await start_server(
-            "localhost:0", tls=tls, service=WorkerService(authorization=policy)
-        )
+        server = await caller_only_stops(start_server, material)
         connection = WorkerConnection(server.address, tls=client_tls(material, "stranger"))
         gate = tmp_path / "gate"
         running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
@@ -159,15 +162,7 @@ class TestConnectionRotation:
         `caller` (its stop is refused for the worker's idle time, not for the
         caller)."""
         # Arrange
-        tls = ServerTls(
-            cert_file=material.server.cert,
-            key_file=material.server.key,
-            client_ca_file=material.ca,
-        )
-        policy = MethodPolicy({"stop": frozenset({"caller"})})
-        server = await start_server(
-            "localhost:0", tls=tls, service=WorkerService(authorization=policy)
-        )
+        server = await caller_only_stops(start_server, material)
 
         async def stop_once() -> str:
             async with WorkerConnection(
