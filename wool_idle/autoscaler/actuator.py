@@ -133,7 +133,7 @@ class WorkerActuator:
         if left:
             log.warning(
                 "leaving with %d stop(s) still going on (their workers drain longer than "
-                "%gs); a wool worker whose stop call ends so may not exit",
+                "%gs): leaving cuts them short, and a wool worker so cut may not exit",
                 len(left),
                 timeout,
             )
