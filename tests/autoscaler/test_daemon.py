@@ -554,6 +554,23 @@ class TestRetirement:
         assert "publishing its drop failed" in caplog.text
         assert value(autoscaler, "wool_autoscaler_drops_total", result="namespace_missing") == 1
 
+    async def test_late_stop_is_learnt_between_cycles(self, make_autoscaler) -> None:
+        """Given a cycle under way (its plan would overwrite the planner's state when it
+        ends), when a stop that went on in the background is answered, then the
+        planner learns it only once the cycle ended: never lost to the plan."""
+        # Arrange
+        autoscaler = make_autoscaler("http://127.0.0.1:1/metrics", max_idle=60.0)
+        await autoscaler._lock.acquire()  # a cycle under way
+        # Act
+        late = asyncio.ensure_future(autoscaler._stopped_late("127.0.0.1:7"))
+        await asyncio.sleep(0.1)
+        during = dict(autoscaler.planner.state.retiring)
+        autoscaler._lock.release()
+        await late
+        # Assert
+        assert during == {}
+        assert "127.0.0.1:7" in autoscaler.planner.state.retiring
+
     async def test_dry_run_neither_marks_nor_drops(
         self, fleet, exporter_process, make_autoscaler
     ) -> None:

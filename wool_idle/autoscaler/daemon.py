@@ -165,9 +165,11 @@ class Autoscaler:
     async def _stopped_late(self, worker: str) -> None:
         """A stop that went on in the background was answered: ``worker`` stopped (it was
         marked retired as ``unanswered``); the planner learns it, and its drop is
-        published."""
-        self.planner.record(worker, StopResult.STOPPED, time.monotonic())
-        await self._drop(worker)
+        published. Between cycles only: a plan under way would overwrite what the
+        planner learnt meanwhile."""
+        async with self._lock:
+            self.planner.record(worker, StopResult.STOPPED, time.monotonic())
+            await self._drop(worker)
 
     async def _drop(self, worker: str) -> None:
         """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""
