@@ -109,18 +109,18 @@ class TestWorkerActuator:
     ) -> None:
         """Given a worker whose stop answers only after the cycle gave up waiting, when
         it is retired again while that stop goes on, then no second stop is sent (it
-        stays unanswered); once the first is answered, the worker is handed to
-        `stopped_late`, so its stop is recorded and its drop published then."""
+        stays unanswered); once the first is answered, its decision is handed to
+        `stop_ended` as answered, so its stop is recorded and its drop published then."""
         # Arrange
         monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
         worker = await scripted(seconds=100.0, stop_delay=1.0)
-        late: list[str] = []
+        late: list[tuple[str, bool]] = []
 
-        async def stopped_late(address: str) -> None:
-            late.append(address)
+        async def stop_ended(decision: Decision, answered: bool) -> None:
+            late.append((decision.worker, answered))
 
         draining = WorkerActuator(
-            ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stopped_late=stopped_late
+            ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
         )
         # Act
         first = await draining.retire(stop(worker.address))
@@ -130,7 +130,31 @@ class TestWorkerActuator:
         assert first == StopAttempt(StopResult.UNANSWERED, 100.0)
         assert again == StopAttempt(StopResult.UNANSWERED)
         assert len(worker.stop_requests) == 1 and worker.stops_answered == 1
-        assert late == [worker.address]
+        assert late == [(worker.address, True)]
+
+    async def test_retire_background_stop_cut_off_is_handed_on_unanswered(
+        self, scripted, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a stop going on in the background whose worker goes away before
+        answering (it exited while draining), when the call ends, then its decision is
+        handed to `stop_ended` as not answered (the worker stays retiring; no drop)."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
+        worker = await scripted(seconds=100.0, stop_delay=3600.0)
+        ended: list[tuple[str, bool]] = []
+
+        async def stop_ended(decision: Decision, answered: bool) -> None:
+            ended.append((decision.worker, answered))
+
+        draining = WorkerActuator(
+            ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
+        )
+        await draining.retire(stop(worker.address))
+        # Act
+        await worker.close()
+        await draining.finish_stops(10.0)
+        # Assert
+        assert ended == [(worker.address, False)]
 
     async def test_finish_stops_leaves_after_its_timeout(
         self, scripted, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

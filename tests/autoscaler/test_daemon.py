@@ -15,7 +15,7 @@ from support.waiting import eventually_async
 from support.wool_pools import unique_namespace
 
 from wool_idle.autoscaler import daemon as daemon_module
-from wool_idle.autoscaler.policy import RETIRING_TTL, Reading
+from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery.drop import Dropper, DropResult
@@ -556,13 +556,15 @@ class TestRetirement:
 
     async def test_late_stop_is_learnt_between_cycles(self, make_autoscaler) -> None:
         """Given a cycle under way (its plan would overwrite the planner's state when it
-        ends), when a stop that went on in the background is answered, then the
-        planner learns it only once the cycle ended: never lost to the plan."""
+        ends), when a stop that went on in the background ends, then the planner
+        learns it only once the cycle ended (never lost to the plan), and the worker
+        is retiring and shown retired afresh."""
         # Arrange
         autoscaler = make_autoscaler("http://127.0.0.1:1/metrics", max_idle=60.0)
         await autoscaler._lock.acquire()  # a cycle under way
+        ended = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
         # Act
-        late = asyncio.ensure_future(autoscaler._stopped_late("127.0.0.1:7"))
+        late = asyncio.ensure_future(autoscaler._stop_ended(ended, False))
         await asyncio.sleep(0.1)
         during = dict(autoscaler.planner.state.retiring)
         autoscaler._lock.release()
@@ -570,6 +572,7 @@ class TestRetirement:
         # Assert
         assert during == {}
         assert "127.0.0.1:7" in autoscaler.planner.state.retiring
+        assert retired(autoscaler, "127.0.0.1:7") is not None
 
     async def test_dry_run_neither_marks_nor_drops(
         self, fleet, exporter_process, make_autoscaler

@@ -18,10 +18,10 @@ cycle waits ``STOP_REPLY_WAIT`` for the reply; past it the worker is
 ``unanswered`` and the call goes on in the background with its own deadline
 (the drain and ``STOP_DEADLINE_MARGIN``; none with an unbounded grace). The
 call is never cut short: a wool worker whose stop call is cancelled stops
-draining and never exits. A call answered late is handed to ``stopped_late``;
-while it goes on, no other stop is sent to that worker (it stays
-``unanswered``). ``finish_stops`` waits for those calls when the daemon
-leaves.
+draining and never exits. When such a call ends, answered or not (the worker
+exited, the connection dropped), it is handed to ``stop_ended``; while it
+goes on, no other stop is sent to that worker (it stays ``unanswered``).
+``finish_stops`` waits for those calls when the daemon leaves.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 BeforeStop = Callable[[str], Awaitable[None]]
 """Awaited after the worker confirmed its idle time and right before the stop RPC."""
-StoppedLate = Callable[[str], Awaitable[None]]
-"""Awaited when a stop that went on in the background was answered: the worker stopped."""
+StopEnded = Callable[[Decision, bool], Awaitable[None]]
+"""Awaited when a stop that went on in the background ended: its decision, and whether
+it was answered (the worker stopped) rather than cut off (it may have exited)."""
 STOP_REPLY_WAIT: Final = 10.0
 """Seconds a cycle waits for a stop's reply (a refusal comes at once); past it the call
 goes on in the background and the worker counts as retiring."""
@@ -99,10 +100,10 @@ class WorkerActuator:
         max_idle: float,
         dry_run: bool,
         before_stop: BeforeStop | None = None,
-        stopped_late: StoppedLate | None = None,
+        stop_ended: StopEnded | None = None,
     ) -> None:
         self.settings, self.max_idle = settings, max_idle
-        self.dry_run, self.before_stop, self.stopped_late = dry_run, before_stop, stopped_late
+        self.dry_run, self.before_stop, self.stop_ended = dry_run, before_stop, stop_ended
         self._going_on: dict[str, asyncio.Task[None]] = {}
         """The stops going on in the background, by worker."""
 
@@ -119,7 +120,7 @@ class WorkerActuator:
             return await self._confirm_and_stop(connection, decision.worker, sent)
         finally:
             if sent and not sent[0].done():  # the stop goes on; its task closes the connection
-                self._go_on(sent[0], connection, decision.worker)
+                self._go_on(sent[0], connection, decision)
             else:
                 await connection.close()
 
@@ -138,22 +139,26 @@ class WorkerActuator:
                 timeout,
             )
 
-    def _go_on(self, call: asyncio.Future[None], connection: WorkerConnection, worker: str) -> None:
-        """Let the stop ``call`` of ``worker`` end in the background, log how it ended
-        (answered: hand it to ``stopped_late``), then close ``connection``."""
+    def _go_on(
+        self, call: asyncio.Future[None], connection: WorkerConnection, decision: Decision
+    ) -> None:
+        """Let the stop ``call`` of ``decision``'s worker end in the background, log how it
+        ended and hand that to ``stop_ended``, then close ``connection``."""
+        worker = decision.worker
 
         async def ending() -> None:
+            answered = False
             try:
                 await call
+                answered = True
+                log.info("worker %s: the stop it drained for answered: stopped", worker)
             except Exception as error:
                 log.info("worker %s: the stop it drained for ended: %s", worker, error)
-            else:
-                log.info("worker %s: the stop it drained for answered: stopped", worker)
-                if self.stopped_late is not None:
-                    try:
-                        await self.stopped_late(worker)
-                    except Exception:
-                        log.exception("worker %s: recording its late stop failed", worker)
+            try:
+                if self.stop_ended is not None:
+                    await self.stop_ended(decision, answered)
+            except Exception:
+                log.exception("worker %s: recording the end of its stop failed", worker)
             finally:
                 del self._going_on[worker]
                 await connection.close()

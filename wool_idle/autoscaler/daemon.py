@@ -8,9 +8,10 @@ and tells the planner what came of each as it comes (a failure to record or
 publish one is logged and touches no other). Once shutdown is asked for, no
 planned stop starts its confirmation; those under way finish, and the daemon
 leaves once the stops still going on (workers draining) ended, or after
-``EXIT_WAIT``. A stop answered after the cycle gave up waiting counts as
-stopped then. A worker stopped, or whose stop got no answer (it may be
-draining), is marked retired (``retired``); a worker stopped has, given a
+``EXIT_WAIT``. A stop that ended after the cycle gave up waiting marks its
+worker retiring and retired afresh then (and, answered, publishes its drop).
+A worker stopped, or whose stop got no answer (it may be draining), is
+marked retired (``retired``); a worker stopped has, given a
 ``dropper``, its drop published in wool's discovery; a drop that fails is
 counted and logged, never undoes the stop. The daemon only orchestrates: the
 policy selects, the actuator confirms and stops.
@@ -78,7 +79,7 @@ class Autoscaler:
             max_idle=self.policy.max_idle,
             dry_run=self.policy.dry_run,
             before_stop=self.before_stop,
-            stopped_late=self._stopped_late,
+            stop_ended=self._stop_ended,
         )
 
     async def cycle(self) -> bool:
@@ -124,7 +125,10 @@ class Autoscaler:
                     "worker %s: retiring it failed; it counts as retiring", decision.worker
                 )
                 attempt = StopAttempt(StopResult.UNANSWERED)
-        await self._settle(decision, attempt)
+        try:
+            await self._settle(decision, attempt)
+        except Exception:  # a fault of ours: the other stops of the cycle settle as usual
+            log.exception("worker %s: settling its stop failed", decision.worker)
 
     def _note_unacted(self, decision: Decision) -> None:
         """Count and log a decision that is not acted on."""
@@ -162,14 +166,18 @@ class Autoscaler:
         if attempt.result is StopResult.STOPPED:
             await self._drop(decision.worker)
 
-    async def _stopped_late(self, worker: str) -> None:
-        """A stop that went on in the background was answered: ``worker`` stopped (it was
-        marked retired as ``unanswered``); the planner learns it, and its drop is
-        published. Between cycles only: a plan under way would overwrite what the
+    async def _stop_ended(self, decision: Decision, answered: bool) -> None:
+        """A stop that went on in the background ended: its worker stopped (answered) or
+        may have exited. Either way it is retiring and retired from now on (the marks of
+        its ``unanswered`` stop may have run out while it drained); answered, its drop
+        is published. Between cycles only: a plan under way would overwrite what the
         planner learnt meanwhile."""
         async with self._lock:
-            self.planner.record(worker, StopResult.STOPPED, time.monotonic())
-            await self._drop(worker)
+            self.planner.record(decision.worker, StopResult.STOPPED, time.monotonic())
+            group = dict(zip(self.policy.group_by, decision.group, strict=False))
+            self.metrics.retired.mark(decision.worker, group)
+            if answered:
+                await self._drop(decision.worker)
 
     async def _drop(self, worker: str) -> None:
         """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""

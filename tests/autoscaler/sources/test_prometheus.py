@@ -50,8 +50,10 @@ class FakePrometheus:
     """Prometheus's query API over real HTTP, answering scripted bodies; records the
     ``time`` parameter of every query and every path asked."""
 
-    def __init__(self, values: dict, ages: dict, alerts: dict | None = None) -> None:
-        self.bodies = {"values": values, "ages": ages, "alerts": alerts}
+    def __init__(
+        self, values: dict, ages: dict, alerts: dict | None = None, cached: dict | None = None
+    ) -> None:
+        self.bodies = {"values": values, "ages": ages, "alerts": alerts, "cached": cached}
         self.times: list[str | None] = []
         self.paths: list[str] = []
 
@@ -61,6 +63,8 @@ class FakePrometheus:
         self.times.append(request.query.get("time"))
         kind = "ages" if query.startswith("time()") else "values"
         kind = "alerts" if "ALERTS" in query else kind
+        if kind == "values" and self.bodies["cached"] and request.query.get("nocache") != "1":
+            kind = "cached"
         return web.json_response(self.bodies[kind])
 
     async def read(self, aiohttp_server, alert: str | None = None) -> list[Reading]:
@@ -374,6 +378,18 @@ class TestPrometheusSource:
         with pytest.raises(SourceError, match=r"outside this read .* a cached answer between"):
             await prometheus.read(aiohttp_server)
         assert prometheus.times == [None]
+
+    async def test_read_asks_victoriametrics_for_its_now(self, aiohttp_server) -> None:
+        """Given a server that, as VictoriaMetrics does, evaluates an instant query
+        without `time` 30 s before its now (`-search.latencyOffset`) unless asked
+        `nocache=1`, when read, then the answer is of its now, and the read stands."""
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500")),
+            vector(({"worker": "a:1"}, "1")),
+            cached=vector(*healthy("a:1", "500"), behind=30.0),
+        )
+        readings = await prometheus.read(aiohttp_server)
+        assert [(r.worker, r.age) for r in readings] == [("a:1", 1.0)]
 
     async def test_read_no_series_asks_nothing_more(self, aiohttp_server) -> None:
         """Given Prometheus has none of the policy's series, when read, then no reading,

@@ -18,7 +18,9 @@ the fleet as it was then, with ages that look fresh: a worker gone since would
 still hold ``--min-workers``.) This host's clock only refuses: an answer
 evaluated outside the read (from sending the query to its answer) by more
 than ``CLOCK_TOLERANCE`` fails it: a cache between, which would answer the same
-URL alike every cycle, or clocks apart.
+URL alike every cycle, or clocks apart. The value query carries ``nocache=1``:
+Prometheus ignores it, and VictoriaMetrics then evaluates at its now rather
+than ``-search.latencyOffset`` (30 s) before it.
 """
 
 from __future__ import annotations
@@ -214,7 +216,7 @@ class PrometheusSource:
         values = await fetch(
             self.session,
             url,
-            {"query": series_query(self.selectors)},
+            {"query": series_query(self.selectors), "nocache": "1"},
             self.timeout,
             max_bytes=limit,
         )
