@@ -9,6 +9,7 @@ import math
 
 import grpc
 import pytest
+from support.waiting import eventually_async
 from support.wool_pools import WoolFleet
 
 from wool_idle.autoscaler import actuator as actuator_module
@@ -18,6 +19,7 @@ from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery.drop import read_records
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import WorkerConnection
+from wool_idle.worker.channels import ChannelKey, pool
 
 
 def actuator(*, dry_run: bool = False, before_stop=None) -> WorkerActuator:
@@ -114,10 +116,10 @@ class TestWorkerActuator:
         # Arrange
         monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
         worker = await scripted(seconds=100.0, stop_delay=1.0)
-        late: list[tuple[str, bool]] = []
+        late: list[tuple[str, StopResult]] = []
 
-        async def stop_ended(decision: Decision, answered: bool) -> None:
-            late.append((decision.worker, answered))
+        async def stop_ended(decision: Decision, ended: StopResult) -> None:
+            late.append((decision.worker, ended))
 
         draining = WorkerActuator(
             ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
@@ -130,7 +132,7 @@ class TestWorkerActuator:
         assert first == StopAttempt(StopResult.UNANSWERED, 100.0)
         assert again == StopAttempt(StopResult.UNANSWERED)
         assert len(worker.stop_requests) == 1 and worker.stops_answered == 1
-        assert late == [(worker.address, True)]
+        assert late == [(worker.address, StopResult.STOPPED)]
 
     async def test_retire_background_stop_cut_off_is_handed_on_unanswered(
         self, scripted, monkeypatch: pytest.MonkeyPatch
@@ -141,10 +143,10 @@ class TestWorkerActuator:
         # Arrange
         monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
         worker = await scripted(seconds=100.0, stop_delay=3600.0)
-        ended: list[tuple[str, bool]] = []
+        ended: list[tuple[str, StopResult]] = []
 
-        async def stop_ended(decision: Decision, answered: bool) -> None:
-            ended.append((decision.worker, answered))
+        async def stop_ended(decision: Decision, result: StopResult) -> None:
+            ended.append((decision.worker, result))
 
         draining = WorkerActuator(
             ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
@@ -154,7 +156,61 @@ class TestWorkerActuator:
         await worker.close()
         await draining.finish_stops(10.0)
         # Assert
-        assert ended == [(worker.address, False)]
+        assert ended == [(worker.address, StopResult.UNANSWERED)]
+
+    @pytest.mark.parametrize(
+        ("stop_code", "expected"),
+        [
+            (grpc.StatusCode.FAILED_PRECONDITION, StopResult.REFUSED_BUSY),
+            (grpc.StatusCode.PERMISSION_DENIED, StopResult.FAILED),
+        ],
+    )
+    async def test_retire_background_stop_refused_late_is_handed_on_refused(
+        self, scripted, monkeypatch: pytest.MonkeyPatch, stop_code, expected: StopResult
+    ) -> None:
+        """Given a stop going on in the background that the worker refuses after all,
+        when the call ends, then its decision is handed to `stop_ended` with the
+        refusal (the worker is alive: not retiring, not retired)."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
+        worker = await scripted(seconds=100.0, stop_delay=0.6, stop_code=stop_code)
+        ended: list[StopResult] = []
+
+        async def stop_ended(decision: Decision, result: StopResult) -> None:
+            ended.append(result)
+
+        draining = WorkerActuator(
+            ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
+        )
+        # Act
+        first = await draining.retire(stop(worker.address))
+        await draining.finish_stops(10.0)
+        # Assert
+        assert first.result is StopResult.UNANSWERED
+        assert ended == [expected]
+
+    async def test_background_stop_cancelled_at_exit_gives_its_channel_back(
+        self, scripted, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a stop going on in the background, when the loop cancels it (the
+        process leaving past its wait), then its connection is closed and nothing is
+        left going on."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.1)
+        worker = await scripted(seconds=100.0, stop_delay=3600.0)
+        draining = WorkerActuator(ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False)
+        await draining.retire(stop(worker.address))
+        (ending,) = draining._going_on.values()
+        await asyncio.sleep(0.1)  # it runs, waiting for the call, as at any exit
+        key = ChannelKey(worker.address)
+        users_before = pool().users(key)
+        # Act
+        ending.cancel()
+        await asyncio.gather(ending, return_exceptions=True)
+        released = await eventually_async(lambda: pool().users(key) == 0)
+        # Assert
+        assert users_before == 1
+        assert draining._going_on == {} and released
 
     async def test_finish_stops_leaves_after_its_timeout(
         self, scripted, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

@@ -15,6 +15,7 @@ from support.waiting import eventually_async
 from support.wool_pools import unique_namespace
 
 from wool_idle.autoscaler import daemon as daemon_module
+from wool_idle.autoscaler.actuator import StopAttempt
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
@@ -564,7 +565,7 @@ class TestRetirement:
         await autoscaler._lock.acquire()  # a cycle under way
         ended = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
         # Act
-        late = asyncio.ensure_future(autoscaler._stop_ended(ended, False))
+        late = asyncio.ensure_future(autoscaler._stop_ended(ended, StopResult.UNANSWERED))
         await asyncio.sleep(0.1)
         during = dict(autoscaler.planner.state.retiring)
         autoscaler._lock.release()
@@ -573,6 +574,22 @@ class TestRetirement:
         assert during == {}
         assert "127.0.0.1:7" in autoscaler.planner.state.retiring
         assert retired(autoscaler, "127.0.0.1:7") is not None
+
+    async def test_late_refusal_ends_the_marks_and_cools_down(self, make_autoscaler) -> None:
+        """Given a worker whose stop got no answer in time (retiring, shown retired),
+        when that stop is refused after all, then the worker is neither retiring nor
+        shown retired (it is alive), and it cools down."""
+        # Arrange
+        autoscaler = make_autoscaler("http://127.0.0.1:1/metrics", max_idle=60.0)
+        decision = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
+        await autoscaler._settle(decision, StopAttempt(StopResult.UNANSWERED, 900.0))
+        marked = retired(autoscaler, "127.0.0.1:7")
+        # Act
+        await autoscaler._stop_ended(decision, StopResult.REFUSED_BUSY)
+        # Assert
+        state = autoscaler.planner.state
+        assert marked is not None and retired(autoscaler, "127.0.0.1:7") is None
+        assert "127.0.0.1:7" not in state.retiring and "127.0.0.1:7" in state.cooldown_until
 
     async def test_dry_run_neither_marks_nor_drops(
         self, fleet, exporter_process, make_autoscaler

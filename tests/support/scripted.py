@@ -20,7 +20,7 @@ from wool_idle.proto import SERVICE, IdleTime, StopRequest, Void
 @dataclass
 class ScriptedWorker:
     """Answers ``idle`` with ``seconds`` (or aborts with ``code``); answers ``stop``
-    after ``stop_delay`` seconds (a drain), or aborts with ``code``, else
+    after ``stop_delay`` seconds (a drain), or then aborts with ``code``, else
     ``stop_code``; records calls, and how each stop call ended."""
 
     seconds: float = 0.0
@@ -55,15 +55,15 @@ class ScriptedWorker:
 
     async def _stop(self, request: StopRequest, context: Any) -> Void:
         self.stop_requests.append(request)
-        code = self.code or self.stop_code
-        if code is not None:
-            await context.abort(code, f"scripted {code.name}")
         try:
             await asyncio.sleep(self.stop_delay)
         except asyncio.CancelledError:  # the caller cut the call short
             self.stops_cancelled += 1
             raise
         self.stops_answered += 1
+        code = self.code or self.stop_code
+        if code is not None:
+            await context.abort(code, f"scripted {code.name}")
         return Void()
 
     async def start(self, listen: str = "127.0.0.1:0") -> str:

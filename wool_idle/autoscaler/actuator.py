@@ -18,9 +18,10 @@ cycle waits ``STOP_REPLY_WAIT`` for the reply; past it the worker is
 ``unanswered`` and the call goes on in the background with its own deadline
 (the drain and ``STOP_DEADLINE_MARGIN``; none with an unbounded grace). The
 call is never cut short: a wool worker whose stop call is cancelled stops
-draining and never exits. When such a call ends, answered or not (the worker
-exited, the connection dropped), it is handed to ``stop_ended``; while it
-goes on, no other stop is sent to that worker (it stays ``unanswered``).
+draining and never exits. When such a call ends, what came of it is handed to
+``stop_ended``: ``stopped``, a refusal after all, or ``unanswered`` (the
+worker exited, the connection dropped); while it goes on, no other stop is
+sent to that worker (it stays ``unanswered``).
 ``finish_stops`` waits for those calls when the daemon leaves.
 """
 
@@ -44,9 +45,9 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 BeforeStop = Callable[[str], Awaitable[None]]
 """Awaited after the worker confirmed its idle time and right before the stop RPC."""
-StopEnded = Callable[[Decision, bool], Awaitable[None]]
-"""Awaited when a stop that went on in the background ended: its decision, and whether
-it was answered (the worker stopped) rather than cut off (it may have exited)."""
+StopEnded = Callable[[Decision, StopResult], Awaitable[None]]
+"""Awaited when a stop that went on in the background ended: its decision, and what came
+of it (``stopped``, ``refused_busy`` or ``failed`` after all, or ``unanswered``)."""
 STOP_REPLY_WAIT: Final = 10.0
 """Seconds a cycle waits for a stop's reply (a refusal comes at once); past it the call
 goes on in the background and the worker counts as retiring."""
@@ -142,27 +143,25 @@ class WorkerActuator:
     def _go_on(
         self, call: asyncio.Future[None], connection: WorkerConnection, decision: Decision
     ) -> None:
-        """Let the stop ``call`` of ``decision``'s worker end in the background, log how it
-        ended and hand that to ``stop_ended``, then close ``connection``."""
+        """Let the stop ``call`` of ``decision``'s worker end in the background, hand what
+        came of it to ``stop_ended``, then close ``connection`` (cancelled too)."""
         worker = decision.worker
 
         async def ending() -> None:
-            answered = False
             try:
-                await call
-                answered = True
-                log.info("worker %s: the stop it drained for answered: stopped", worker)
-            except Exception as error:
-                log.info("worker %s: the stop it drained for ended: %s", worker, error)
-            try:
+                await asyncio.wait({call})
+                ended = _stop_outcome(worker, call, decision.idle).result
+                log.info("worker %s: the stop it drained for ended: %s", worker, ended.value)
                 if self.stop_ended is not None:
-                    await self.stop_ended(decision, answered)
+                    await self.stop_ended(decision, ended)
             except Exception:
                 log.exception("worker %s: recording the end of its stop failed", worker)
-            finally:
+            finally:  # cancelled too (the process leaving): the call ends with it
+                call.cancel()
                 del self._going_on[worker]
                 await connection.close()
 
+        call.add_done_callback(_retrieve)  # cut at exit, its error is nobody's to log
         self._going_on[worker] = asyncio.ensure_future(ending())
 
     async def _confirm_and_stop(
@@ -212,20 +211,32 @@ class WorkerActuator:
                 STOP_REPLY_WAIT,
             )
             return StopAttempt(StopResult.UNANSWERED, idle)
-        try:
-            call.result()
-        except StopRefused:
-            return StopAttempt(StopResult.REFUSED_BUSY, idle)
-        except RpcError as error:
-            if error.code in NOT_CARRIED_OUT:
-                return _failed(worker, "stop", error, idle)
-            return _unanswered(worker, error, idle)
-        except Exception as error:  # no status at all: the stop may have been carried out
-            return _unanswered(worker, error, idle)
-        return StopAttempt(StopResult.STOPPED, idle)
+        return _stop_outcome(worker, call, idle)
 
 
-def _unanswered(worker: str, error: Exception, confirmed: float) -> StopAttempt:
+def _retrieve(call: asyncio.Future[None]) -> None:
+    """Mark the ended ``call``'s error as seen (asyncio logs one nobody looked at)."""
+    if not call.cancelled():
+        call.exception()
+
+
+def _stop_outcome(worker: str, call: asyncio.Future[None], idle: float | None) -> StopAttempt:
+    """What came of the ended stop ``call``: only a refusal (busy, or not permitted)
+    says it was not carried out; any other error is ``unanswered``."""
+    try:
+        call.result()
+    except StopRefused:
+        return StopAttempt(StopResult.REFUSED_BUSY, idle)
+    except RpcError as error:
+        if error.code in NOT_CARRIED_OUT:
+            return _failed(worker, "stop", error, idle)
+        return _unanswered(worker, error, idle)
+    except Exception as error:  # no status at all: the stop may have been carried out
+        return _unanswered(worker, error, idle)
+    return StopAttempt(StopResult.STOPPED, idle)
+
+
+def _unanswered(worker: str, error: BaseException, confirmed: float | None) -> StopAttempt:
     """An ``unanswered`` stop, logged once (it is in no other record)."""
     log.warning(
         "worker %s: the stop got no answer saying what came of it (%s: %s); it counts as retiring",

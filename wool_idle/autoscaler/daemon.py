@@ -8,8 +8,9 @@ and tells the planner what came of each as it comes (a failure to record or
 publish one is logged and touches no other). Once shutdown is asked for, no
 planned stop starts its confirmation; those under way finish, and the daemon
 leaves once the stops still going on (workers draining) ended, or after
-``EXIT_WAIT``. A stop that ended after the cycle gave up waiting marks its
-worker retiring and retired afresh then (and, answered, publishes its drop).
+``EXIT_WAIT``. A stop that ended after the cycle gave up waiting is learnt
+then: stopped or unanswered, its worker is retiring and retired afresh (and,
+stopped, its drop is published); refused after all, it is neither.
 A worker stopped, or whose stop got no answer (it may be draining), is
 marked retired (``retired``); a worker stopped has, given a
 ``dropper``, its drop published in wool's discovery; a drop that fails is
@@ -166,18 +167,24 @@ class Autoscaler:
         if attempt.result is StopResult.STOPPED:
             await self._drop(decision.worker)
 
-    async def _stop_ended(self, decision: Decision, answered: bool) -> None:
-        """A stop that went on in the background ended: its worker stopped (answered) or
-        may have exited. Either way it is retiring and retired from now on (the marks of
-        its ``unanswered`` stop may have run out while it drained); answered, its drop
-        is published. Between cycles only: a plan under way would overwrite what the
-        planner learnt meanwhile."""
+    async def _stop_ended(self, decision: Decision, ended: StopResult) -> None:
+        """A stop that went on in the background ended with ``ended``. Stopped, or cut off
+        (``unanswered``: it may have exited), its worker is retiring and retired from now
+        on (the marks of its first ``unanswered`` may have run out while it drained);
+        stopped, its drop is published. Refused after all, it is neither, and cools
+        down. Between cycles only: a plan under way would overwrite what the planner
+        learnt meanwhile."""
+        worker = decision.worker
         async with self._lock:
-            self.planner.record(decision.worker, StopResult.STOPPED, time.monotonic())
+            gone = ended in (StopResult.STOPPED, StopResult.UNANSWERED)
+            self.planner.record(worker, StopResult.STOPPED if gone else ended, time.monotonic())
+            if not gone:
+                self.metrics.retired.forget(worker)
+                return
             group = dict(zip(self.policy.group_by, decision.group, strict=False))
-            self.metrics.retired.mark(decision.worker, group)
-            if answered:
-                await self._drop(decision.worker)
+            self.metrics.retired.mark(worker, group)
+            if ended is StopResult.STOPPED:
+                await self._drop(worker)
 
     async def _drop(self, worker: str) -> None:
         """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""

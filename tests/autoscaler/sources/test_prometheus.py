@@ -55,12 +55,14 @@ class FakePrometheus:
     ) -> None:
         self.bodies = {"values": values, "ages": ages, "alerts": alerts, "cached": cached}
         self.times: list[str | None] = []
+        self.nocache: list[str | None] = []
         self.paths: list[str] = []
 
     async def answer(self, request: web.Request) -> web.Response:
         self.paths.append(request.path)
         query = request.query.get("query", "")
         self.times.append(request.query.get("time"))
+        self.nocache.append(request.query.get("nocache"))
         kind = "ages" if query.startswith("time()") else "values"
         kind = "alerts" if "ALERTS" in query else kind
         if kind == "values" and self.bodies["cached"] and request.query.get("nocache") != "1":
@@ -390,6 +392,7 @@ class TestPrometheusSource:
         )
         readings = await prometheus.read(aiohttp_server)
         assert [(r.worker, r.age) for r in readings] == [("a:1", 1.0)]
+        assert prometheus.nocache == ["1", "1"]  # pinned queries too: else 30 s back
 
     async def test_read_no_series_asks_nothing_more(self, aiohttp_server) -> None:
         """Given Prometheus has none of the policy's series, when read, then no reading,

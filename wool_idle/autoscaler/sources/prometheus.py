@@ -18,9 +18,10 @@ the fleet as it was then, with ages that look fresh: a worker gone since would
 still hold ``--min-workers``.) This host's clock only refuses: an answer
 evaluated outside the read (from sending the query to its answer) by more
 than ``CLOCK_TOLERANCE`` fails it: a cache between, which would answer the same
-URL alike every cycle, or clocks apart. The value query carries ``nocache=1``:
-Prometheus ignores it, and VictoriaMetrics then evaluates at its now rather
-than ``-search.latencyOffset`` (30 s) before it.
+URL alike every cycle, or clocks apart. Every query carries ``nocache=1``:
+Prometheus ignores it, and VictoriaMetrics then evaluates at the time asked
+(its now, or the pinned time) rather than ``-search.latencyOffset`` (30 s)
+before it, which would make every age 30 s too young.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, 
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
 
 _NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
+NO_CACHE: Final = "1"
+"""``nocache``: VictoriaMetrics evaluates at the time asked (Prometheus ignores it)."""
 CLOCK_TOLERANCE: Final = 5.0
 """Seconds Prometheus's evaluation time may lie outside the read, by this host's clock."""
 
@@ -216,7 +219,7 @@ class PrometheusSource:
         values = await fetch(
             self.session,
             url,
-            {"query": series_query(self.selectors), "nocache": "1"},
+            {"query": series_query(self.selectors), "nocache": NO_CACHE},
             self.timeout,
             max_bytes=limit,
         )
@@ -237,7 +240,11 @@ class PrometheusSource:
         bodies = await asyncio.gather(
             *(
                 fetch(
-                    self.session, url, {"query": q, "time": pinned}, self.timeout, max_bytes=limit
+                    self.session,
+                    url,
+                    {"query": q, "time": pinned, "nocache": NO_CACHE},
+                    self.timeout,
+                    max_bytes=limit,
                 )
                 for q in queries
             )
