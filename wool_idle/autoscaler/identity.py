@@ -108,17 +108,13 @@ class AddressResolver:
                 answers[worker] = (None if failed else lookup.result(), expires)
         self._answers = answers
         self._earliest = min((expiry for _, expiry in answers.values()), default=0.0)
-        self._resolved = {
-            w: points
-            for w, (points, _) in answers.items()
-            if points is not None and not any(map(_unspecified, points))
-        }
+        self._resolved = {w: points for w, (points, _) in answers.items() if points is not None}
         return self._resolved
 
     def _start(
         self,
         missing: list[str],
-        literals: Mapping[str, Endpoints],
+        literals: Mapping[str, Endpoints | None],
         answers: dict[str, tuple[Endpoints | None, float]],
         expires: float,
     ) -> None:
@@ -127,9 +123,8 @@ class AddressResolver:
         longer read."""
         lookups = self._lookups
         for worker in missing:
-            literal = literals.get(worker)
-            if literal is not None:
-                answers[worker] = (literal, expires)
+            if worker in literals:
+                answers[worker] = (literals[worker], expires)
             elif worker not in lookups:
                 lookups[worker] = asyncio.get_running_loop().run_in_executor(
                     _LOOKUPS, _look_up, worker
@@ -170,14 +165,16 @@ def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
     return identity_of
 
 
-def _literals(workers: list[str]) -> dict[str, Endpoints]:
-    """Where each of ``workers`` leads that needs no lookup (an IP address)."""
-    found = {}
+def _literals(workers: list[str]) -> dict[str, Endpoints | None]:
+    """Where each of ``workers`` leads that needs no lookup (an IP address); None for
+    an unspecified one (it names no one worker, see ``_unspecified``)."""
+    found: dict[str, Endpoints | None] = {}
     for worker in workers:
         if not worker.startswith(UNIX_PREFIX):
             host, port = split_host_port(worker)
             with contextlib.suppress(ValueError):  # not an IP address: a name
-                found[worker] = frozenset({_endpoint(host, port)})
+                point = _endpoint(host, port)
+                found[worker] = None if _unspecified(point) else frozenset({point})
     return found
 
 
@@ -200,14 +197,14 @@ def _look_up(worker: str) -> Endpoints | None:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError):
         return None
-    return frozenset(_endpoint(str(sockaddr[0]), port) for *_, sockaddr in found) or None
+    points = frozenset(_endpoint(str(sockaddr[0]), port) for *_, sockaddr in found)
+    return None if any(map(_unspecified, points)) else points or None
 
 
 def _unspecified(point: str) -> bool:
-    """Whether endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
-    address, with or without an IPv6 zone: any local interface, so no one worker."""
-    if point.startswith(UNIX_PREFIX) or point.startswith("unix-inode:"):
-        return False
+    """Whether IP endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
+    address, with or without an IPv6 zone: any local interface, so no one worker.
+    Checked where endpoints are found (on the lookup threads), never on the loop."""
     host = point.rpartition(":")[0].removeprefix("[").removesuffix("]")
     return ipaddress.ip_address(host).is_unspecified
 
