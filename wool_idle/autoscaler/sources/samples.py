@@ -91,7 +91,8 @@ def keep_oldest(ages: Values, worker: str, age: float | None) -> None:
     unknown (None), not a number or negative (a sample from the future) is infinitely
     old."""
     known = age if age is not None and age >= 0 else math.inf  # NaN >= 0 is False
-    ages[worker] = max(ages.get(worker, known) or 0.0, known)
+    seen = ages.get(worker)
+    ages[worker] = known if seen is None else max(seen, known)
 
 
 def _same(first: float | None, second: float | None) -> bool:
