@@ -18,8 +18,9 @@ GARBAGE_KEY = "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY--
 
 
 @pytest.fixture
-def bad_files(tmp_path: Path) -> dict[str, str]:
-    """PEM-looking files that do not parse, and an encrypted key."""
+def bad_files(tmp_path: Path, tls_material) -> dict[str, str]:
+    """PEM-looking files that do not parse, an encrypted key, and the server certificate
+    with a NUL byte after it (OpenSSL reads past it; gRPC would refuse it)."""
     paths = {"cert": tmp_path / "bad.crt", "key": tmp_path / "bad.key", "text": tmp_path / "t"}
     paths["cert"].write_text(GARBAGE_PEM)
     paths["key"].write_text(GARBAGE_KEY)
@@ -33,7 +34,9 @@ def bad_files(tmp_path: Path) -> dict[str, str]:
             serialization.BestAvailableEncryption(b"secret"),
         )
     )
-    files = {**paths, "encrypted": encrypted, "fifo": tmp_path / "fifo"}
+    nul_cert = tmp_path / "nul.crt"
+    nul_cert.write_bytes(Path(tls_material.server.cert).read_bytes() + b"\0")
+    files = {**paths, "encrypted": encrypted, "fifo": tmp_path / "fifo", "nul_cert": nul_cert}
     return {name: str(path) for name, path in files.items()}
 
 
@@ -49,6 +52,7 @@ def server_cases(m, bad: dict[str, str]) -> list[tuple[list[str], str]]:
         (["--tls-cert", key, "--tls-key", cert, "--tls-client-ca", ca], "--tls-cert"),
         (["--tls-cert", bad["fifo"], "--tls-key", key], "--tls-cert"),
         (["--tls-cert", cert, "--tls-key", bad["fifo"]], "--tls-key"),
+        (["--tls-cert", bad["nul_cert"], "--tls-key", key], "--tls-cert"),
         (["--tls-key", bad["fifo"]], "--tls-key"),
         (["--tls-cert", cert, "--tls-key", key, "--tls-client-ca", bad["fifo"]], "--tls-client-ca"),
     ]

@@ -70,9 +70,20 @@ def client_tls(parser: Parser, args: argparse.Namespace) -> ClientTls | None:
 def _check_key(parser: Parser, cert: str, key: str) -> None:
     """Exit 2 naming ``--tls-key`` unless ``key`` is an unencrypted PEM key that
     matches ``cert`` (which ``CERTIFICATES`` already checked)."""
+    contents = {}
+    for flag, path, what in (
+        ("--tls-cert", cert, "TLS certificate"),
+        ("--tls-key", key, "TLS key"),
+    ):
+        try:
+            contents[flag] = read_pem(path, what)
+        except OSError as error:  # changed since the flag's own check
+            parser.error(f"argument {flag}: {error}")
     try:  # OpenSSL loads the bytes read and checked, never a path swapped since
-        cert_bytes, key_bytes = read_pem(cert, "TLS certificate"), read_pem(key, "TLS key")
-        with in_memory_file(cert_bytes) as cert_copy, in_memory_file(key_bytes) as key_copy:
+        with (
+            in_memory_file(contents["--tls-cert"]) as cert_copy,
+            in_memory_file(contents["--tls-key"]) as key_copy,
+        ):
             load_key_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert_copy, key_copy)
     except ssl.SSLError as error:
         reason = error.reason or "not PEM, or encrypted"
