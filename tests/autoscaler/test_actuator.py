@@ -31,6 +31,20 @@ def actuator(*, dry_run: bool = False, before_stop=None) -> WorkerActuator:
     )
 
 
+def recording(grace: float) -> tuple[WorkerActuator, list[tuple[str, StopResult]]]:
+    """An actuator with ``grace`` and the (worker, outcome) of each stop that ended in the
+    background, as handed to ``stop_ended``."""
+    ended: list[tuple[str, StopResult]] = []
+
+    async def stop_ended(decision: Decision, result: StopResult) -> None:
+        ended.append((decision.worker, result))
+
+    actuator = WorkerActuator(
+        ActionSettings(grace=grace), max_idle=60.0, dry_run=False, stop_ended=stop_ended
+    )
+    return actuator, ended
+
+
 def stop(worker: str) -> Decision:
     return Decision(worker, 100.0, Verdict.STOP)
 
@@ -116,14 +130,7 @@ class TestWorkerActuator:
         # Arrange
         monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
         worker = await scripted(seconds=100.0, stop_delay=1.0)
-        late: list[tuple[str, StopResult]] = []
-
-        async def stop_ended(decision: Decision, ended: StopResult) -> None:
-            late.append((decision.worker, ended))
-
-        draining = WorkerActuator(
-            ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
-        )
+        draining, late = recording(grace=30.0)
         # Act
         first = await draining.retire(stop(worker.address))
         again = await draining.retire(stop(worker.address))
@@ -143,14 +150,7 @@ class TestWorkerActuator:
         # Arrange
         monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
         worker = await scripted(seconds=100.0, stop_delay=3600.0)
-        ended: list[tuple[str, StopResult]] = []
-
-        async def stop_ended(decision: Decision, result: StopResult) -> None:
-            ended.append((decision.worker, result))
-
-        draining = WorkerActuator(
-            ActionSettings(grace=-1.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
-        )
+        draining, ended = recording(grace=-1.0)
         await draining.retire(stop(worker.address))
         # Act
         await worker.close()
@@ -174,20 +174,13 @@ class TestWorkerActuator:
         # Arrange
         monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
         worker = await scripted(seconds=100.0, stop_delay=0.6, stop_code=stop_code)
-        ended: list[StopResult] = []
-
-        async def stop_ended(decision: Decision, result: StopResult) -> None:
-            ended.append(result)
-
-        draining = WorkerActuator(
-            ActionSettings(grace=30.0), max_idle=60.0, dry_run=False, stop_ended=stop_ended
-        )
+        draining, ended = recording(grace=30.0)
         # Act
         first = await draining.retire(stop(worker.address))
         await draining.finish_stops(10.0)
         # Assert
         assert first.result is StopResult.UNANSWERED
-        assert ended == [expected]
+        assert ended == [(worker.address, expected)]
 
     async def test_background_stop_cancelled_at_exit_gives_its_channel_back(
         self, scripted, monkeypatch: pytest.MonkeyPatch
