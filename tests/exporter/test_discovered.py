@@ -122,6 +122,31 @@ class TestDiscoveredTargets:
             {"worker": "127.0.0.1:5002", "wool_namespace": namespace, "wool_tags": "cold"},
         ]
 
+    async def test_apply_address_of_two_pools_is_no_target(self, namespace: str) -> None:
+        """Given a namespace where records of different tags share one address (a
+        stopped cold worker's record beside a hot worker on its port), when applied,
+        then that address is no target (labelled with the wrong pool, the autoscaler
+        could stop the hot pool's last worker), and the other worker is one."""
+        # Arrange
+        targets = TargetSet()
+        discovered = DiscoveredTargets(
+            [DiscoverySpec.parse(f"local:{namespace}")], targets, poll_interval=POLL
+        )
+        async with held(namespace) as publish:
+            await publish.add("127.0.0.1:5001", tags=("cold",))
+            await publish.add("127.0.0.1:5001", tags=("hot",))
+            await publish.add("127.0.0.1:5002", tags=("cold",))
+            task = asyncio.ensure_future(discovered.run())
+            # Act
+            await settled(lambda: len(discovered.followers[0].records) == 3)
+            discovered.apply()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        # Assert
+        assert [t.label_dict() for t in targets.all()] == [
+            {"worker": "127.0.0.1:5002", "wool_namespace": namespace, "wool_tags": "cold"},
+        ]
+
 
 class TestDiscoveredExporter:
     async def test_metrics_discovered_workers_labelled_bad_record_never_probed(

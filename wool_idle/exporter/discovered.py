@@ -4,7 +4,8 @@ Each discovered worker is a ``Target`` at its record's address, labelled
 ``wool_namespace`` and ``wool_tags`` (stable: on every series of the worker);
 its uid, pid, version and secure flag are the labels of its one info series
 ``wool_worker_info``, so a restart changes that series only. A worker found in
-two discoveries is the first one's. The exporter's own series, per discovery
+two discoveries is the first one's; an address whose records in one discovery
+disagree on the tags is none of them (``Follower.usable``). The exporter's own series, per discovery
 (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
 ``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
 (the reasons are ``FollowProblem``).
@@ -84,7 +85,7 @@ class DiscoveredTargets:
         self._scheduled = False
         found: dict[str, Target] = {}
         for each in self.followers:
-            for record in each.records.values():
+            for record in each.usable():
                 found.setdefault(record.address, record_target(each.spec.namespace, record))
         self.targets.set_discovered(list(found.values()))
 
