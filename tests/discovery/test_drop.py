@@ -59,6 +59,12 @@ async def next_drop(stream: AsyncIterator[Any]) -> Any:
     raise AssertionError("the subscription ended")
 
 
+def noted(dropper: Dropper, address: str) -> Dropper:
+    """``dropper``, having noted ``address`` as the daemon does right before a stop."""
+    dropper.note(address)
+    return dropper
+
+
 def lock_path(namespace: str) -> Path:
     return Path(tempfile.gettempdir()) / f"wool-lock-{_short_hash(namespace)}"
 
@@ -117,7 +123,7 @@ class TestDropper:
         # Arrange
         dropped, kept = sorted(await listed(pools.namespace))
         # Act
-        result = await Dropper([pools.namespace]).drop(dropped)
+        result = await noted(Dropper([pools.namespace]), dropped).drop(dropped)
         # Assert
         assert result is DropResult.PUBLISHED
         assert await listed(pools.namespace) == {kept}
@@ -133,7 +139,7 @@ class TestDropper:
         dropped = added[0].metadata.address
         try:
             # Act
-            result = await Dropper([pools.namespace]).drop(dropped)
+            result = await noted(Dropper([pools.namespace]), dropped).drop(dropped)
             event = await asyncio.wait_for(next_drop(stream), WAIT)
         finally:
             await stream.aclose()
@@ -160,11 +166,33 @@ class TestDropper:
         async with wool.LocalDiscovery.Publisher(pools.namespace) as publisher:
             await publisher.publish("worker-added", twin)  # listed while the publisher is open
             # Act
-            result = await Dropper([pools.namespace]).drop(shared)
+            result = await noted(Dropper([pools.namespace]), shared).drop(shared)
             # Assert
             assert result is DropResult.AMBIGUOUS
             assert [r.address for r in read_records(pools.namespace)].count(shared) == 2
             assert await listed(pools.namespace) == {shared, other}
+
+    async def test_drop_worker_published_after_the_stop_is_replaced(self, pools) -> None:
+        """Given a worker noted before its stop, and, by the time of its drop, its record
+        gone and another worker published at its address (its pool restarted on the
+        same port), when the drop is made, then replaced, and the new worker stays
+        listed (a drop by address alone would unlist a live worker)."""
+        # Arrange
+        address, _ = sorted(await listed(pools.namespace))
+        dropper = noted(Dropper([pools.namespace]), address)
+        (stopped,) = [r.uid for r in read_records(pools.namespace) if r.address == address]
+        gone = wool.WorkerMetadata(uid=stopped, address="", pid=0, version="")
+        new = wool.WorkerMetadata(uid=uuid.uuid4(), address=address, pid=1, version="0.15.7")
+        async with wool.LocalDiscovery.Publisher(pools.namespace) as publisher:
+            await publisher.publish("worker-dropped", gone)
+            await publisher.publish("worker-added", new)  # listed while the publisher is open
+            # Act
+            result = await dropper.drop(address)
+            # Assert
+            assert result is DropResult.REPLACED
+            assert [r.uid for r in read_records(pools.namespace) if r.address == address] == [
+                new.uid
+            ]
 
     async def test_drop_missing_namespace(self) -> None:
         """Given a namespace that does not exist, when a drop is made, then
@@ -183,7 +211,8 @@ class TestDropper:
         # Arrange
         address = sorted(await listed(pools.namespace))[0]
         # Act
-        result = await Dropper([unique_namespace("absent"), pools.namespace]).drop(address)
+        dropper = Dropper([unique_namespace("absent"), pools.namespace])
+        result = await noted(dropper, address).drop(address)
         # Assert
         assert result is DropResult.PUBLISHED
 
@@ -200,7 +229,9 @@ class TestDropper:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
             # Act
-            result = await Dropper([pools.namespace], lock_timeout=0.3).drop(address)
+            result = await noted(Dropper([pools.namespace], lock_timeout=0.3), address).drop(
+                address
+            )
         finally:
             holder.kill()
             holder.wait()
@@ -218,7 +249,7 @@ class TestDropper:
         path.mkdir()
         try:
             # Act
-            result = await Dropper([pools.namespace]).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(address)
         finally:
             shutil.rmtree(path)
         # Assert
@@ -235,7 +266,7 @@ class TestDropper:
         notify.mkdir()
         try:
             # Act
-            result = await Dropper([pools.namespace]).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(address)
         finally:
             with contextlib.suppress(OSError):
                 os.rmdir(notify)
@@ -259,7 +290,7 @@ class TestDropper:
         notify.symlink_to(victim)
         try:
             # Act
-            result = await Dropper([pools.namespace]).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(address)
         finally:
             notify.unlink()
             notify.touch()

@@ -13,7 +13,8 @@ then: stopped or unanswered, its worker is retiring and retired afresh (and,
 stopped, its drop is published); refused after all, it is neither.
 A worker stopped, or whose stop got no answer (it may be draining), is
 marked retired (``retired``); a worker stopped has, given a
-``dropper``, its drop published in wool's discovery; a drop that fails is
+``dropper``, its drop published in wool's discovery (of a record noted right
+before its stop was sent, never of a worker published since); a drop that fails is
 counted and logged, never undoes the stop. The daemon only orchestrates: the
 policy selects, the actuator confirms and stops.
 """
@@ -79,9 +80,17 @@ class Autoscaler:
             self.action,
             max_idle=self.policy.max_idle,
             dry_run=self.policy.dry_run,
-            before_stop=self.before_stop,
+            before_stop=self._before_stop,
             stop_ended=self._stop_ended,
         )
+
+    async def _before_stop(self, worker: str) -> None:
+        """Right before a stop is sent: note the records at ``worker``'s address (its
+        drop drops only one of them), then await the ``before_stop`` given."""
+        if self.dropper is not None:
+            self.dropper.note(worker)
+        if self.before_stop is not None:
+            await self.before_stop(worker)
 
     async def cycle(self) -> bool:
         """Run one cycle (waiting for any running one first); False if the source failed."""

@@ -7,9 +7,12 @@ drop; ``LanDiscovery`` does not (a drop from another process is a silent no-op
 there), so a LAN namespace gets none.
 
 How a drop is made, attach-only (this process never creates or owns a
-namespace): the namespace's records are read from its shared memory and the
-worker whose address is the stopped worker's is found by uid (when several
-records share the address, which was stopped is unknown: none is dropped); then
+namespace): right before the stop is sent, ``Dropper.note`` reads which records
+list the worker's address; after the stop, the namespace's records are read
+again from its shared memory and the worker whose address is the stopped
+worker's is found by uid (when several records share the address, which was
+stopped is unknown: none is dropped; a record not noted before the stop is a
+new worker on the address, and stays); then
 ``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for it (under the
 namespace's file lock, waited for at most ``lock_timeout``); then the
 namespace's notify file is truncated (never through a link), which wakes wool's notification-only
@@ -31,7 +34,7 @@ import stat
 import struct
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -41,6 +44,9 @@ log = logging.getLogger("wool_idle.discovery")
 
 DROP_LOCK_TIMEOUT: Final = 5.0
 """Seconds a drop waits for the namespace's file lock (wool's own default is 30)."""
+NOTES_KEPT: Final = 1024
+"""Addresses whose noted records are kept at most (the oldest go first): far more
+than stops go on at once; a stop whose note went has no drop."""
 
 
 class DropResult(StrEnum):
@@ -51,6 +57,10 @@ class DropResult(StrEnum):
     and the notification-only subscribers were woken."""
     NOT_FOUND = "not_found"
     """No namespace holds a record with the worker's address."""
+    REPLACED = "replaced"
+    """The one record at the worker's address was not listed when its stop was sent:
+    another worker was published there since (its pool restarted on the same port),
+    and stays listed."""
     AMBIGUOUS = "ambiguous"
     """Several records of one namespace share the worker's address (workers sharing a
     port, as gRPC's ``SO_REUSEPORT`` lets them, or a stale record beside a live one):
@@ -109,17 +119,27 @@ def notify_path(namespace: str) -> Path:
     return Path(tempfile.gettempdir()).resolve() / f"wool-{namespace}" / "notify"
 
 
-async def drop_in(namespace: str, address: str, *, lock_timeout: float) -> DropResult:
-    """Publish ``worker-dropped`` in ``namespace`` for the record at ``address``
-    (none when several share it: ``ambiguous``)."""
+def listed_at(namespace: str, address: str) -> set[uuid.UUID]:
+    """The uids of ``namespace``'s records at ``address``."""
+    return {r.uid for r in read_records(namespace) if r.address == address}
+
+
+async def drop_in(
+    namespace: str, address: str, noted: Collection[uuid.UUID], *, lock_timeout: float
+) -> DropResult:
+    """Publish ``worker-dropped`` in ``namespace`` for the record at ``address``, if
+    it is one of ``noted`` (the records there before the stop); none when several
+    share it (``ambiguous``)."""
     try:
-        uids = [r.uid for r in read_records(namespace) if r.address == address]
+        uids = list(listed_at(namespace, address))
     except FileNotFoundError:
         return DropResult.NAMESPACE_MISSING
     if not uids:
         return DropResult.NOT_FOUND
     if len(uids) > 1:
         return DropResult.AMBIGUOUS
+    if uids[0] not in noted:
+        return DropResult.REPLACED
     import wool
 
     publisher: Any = wool.LocalDiscovery.Publisher(namespace, lock_timeout=lock_timeout)
@@ -156,21 +176,41 @@ class Dropper:
     ) -> None:
         self.namespaces = tuple(namespaces)
         self.lock_timeout = lock_timeout
+        self._notes: dict[str, set[uuid.UUID]] = {}
+
+    def note(self, address: str) -> None:
+        """Note which records list ``address`` now, right before its worker's stop is
+        sent: its drop drops only one of them. Never raises: a namespace that cannot be
+        read notes none."""
+        noted: set[uuid.UUID] = set()
+        for namespace in self.namespaces:
+            try:
+                noted |= listed_at(namespace, address)
+            except Exception as error:  # missing, unreadable: its drop is not_found or fails
+                log.debug("worker %s: noting local:%s: %s", address, namespace, error)
+        self._notes.pop(address, None)
+        self._notes[address] = noted
+        if len(self._notes) > NOTES_KEPT:
+            del self._notes[next(iter(self._notes))]
 
     async def drop(self, address: str) -> DropResult:
-        """Drop the worker at ``address`` wherever it is listed, and log the outcome in
-        one line (and each failed namespace's error in one more); never raises but for
-        cancellation. ``published`` if any namespace held it and took the drop."""
-        results = {ns: await self._drop_in(ns, address) for ns in self.namespaces}
+        """Drop the worker at ``address`` wherever it is listed by a record noted before
+        its stop (``note``), and log the outcome in one line (and each failed
+        namespace's error in one more); never raises but for cancellation.
+        ``published`` if any namespace held it and took the drop."""
+        noted = self._notes.pop(address, set())
+        results = {ns: await self._drop_in(ns, address, noted) for ns in self.namespaces}
         result = min(results.values(), key=_RANK.index, default=DropResult.NOT_FOUND)
         where = ", ".join(f"local:{ns} {outcome.value}" for ns, outcome in results.items())
         level = logging.INFO if result is DropResult.PUBLISHED else logging.WARNING
         log.log(level, "worker %s: drop %s (%s)", address, result.value, where)
         return result
 
-    async def _drop_in(self, namespace: str, address: str) -> DropResult:
+    async def _drop_in(
+        self, namespace: str, address: str, noted: Collection[uuid.UUID]
+    ) -> DropResult:
         try:
-            return await drop_in(namespace, address, lock_timeout=self.lock_timeout)
+            return await drop_in(namespace, address, noted, lock_timeout=self.lock_timeout)
         except FileNotFoundError:  # the namespace went away between the read and the drop
             return DropResult.NAMESPACE_MISSING
         except TimeoutError:
@@ -192,6 +232,7 @@ _RANK: Final = (
     DropResult.FAILED,
     DropResult.LOCK_TIMEOUT,
     DropResult.NAMESPACE_MISSING,
+    DropResult.REPLACED,
     DropResult.NOT_FOUND,
 )
 """Which namespace's result a drop reports: a publication, else the failure
