@@ -54,6 +54,15 @@ class TestWorkerRecord:
         assert labels[:2] == ["gpu\\,hot", "gpu,hot"]
         assert len(set(labels)) == len(sets)
 
+    def test_tags_label_lone_empty_tag_is_not_no_tags(self) -> None:
+        """Given a worker whose one tag is empty and a worker without tags, then their
+        tags labels differ: --group-by wool_tags never merges the two pools."""
+        # Act
+        lone = WorkerRecord.from_metadata(metadata(tags=frozenset({""})))
+        # Assert
+        assert lone.tags_label == ","
+        assert lone.tags_label != WorkerRecord.from_metadata(metadata()).tags_label
+
     def test_tags_label_empty_without_tags(self) -> None:
         """Given a worker without tags, then its tags label is empty."""
         # Act / Assert

@@ -48,7 +48,11 @@ class WorkerRecord:
         """The tags sorted and comma-joined (empty when there are none), a comma or
         backslash inside a tag escaped with a backslash, so that two tag sets never
         share a label (``{"gpu,hot"}`` is ``gpu\\,hot``, ``{"gpu", "hot"}`` is
-        ``gpu,hot``) and ``--group-by wool_tags`` never merges two pools."""
+        ``gpu,hot``) and ``--group-by wool_tags`` never merges two pools. A lone
+        empty tag is ``,`` (joined, it would read as no tags; no other set joins
+        to ``,``, as a set holds the empty tag once)."""
+        if self.tags == ("",):
+            return ","
         return ",".join(_escaped(tag) for tag in self.tags)
 
     @classmethod
