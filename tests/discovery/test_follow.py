@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import subprocess
 import sys
 from multiprocessing.shared_memory import SharedMemory
@@ -17,6 +18,7 @@ from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.follow import WoolMissing, follower, require_wool
+from wool_idle.discovery.local import SHARED_MEMORY, segment_name
 from wool_idle.discovery.spec import DiscoverySpec
 
 POLL = 0.1
@@ -164,6 +166,31 @@ class TestFollower:
                 # Assert
                 assert addresses(each) == {"127.0.0.1:5002"}
                 assert each.up
+
+    async def test_run_unreadable_segment_path_is_failed_not_fatal(self, namespace: str) -> None:
+        """Given a followed namespace, when its owner leaves and a symlink loop is planted
+        where its segment was (/dev/shm is writable by every user), then the follower
+        is down with failed counted, keeps its workers and goes on; once the loop is
+        removed, the namespace is missing and its workers forgotten."""
+        # Arrange
+        owner = LocalDiscovery(namespace)
+        owner.__enter__()
+        path = os.path.join(SHARED_MEMORY, segment_name(namespace))
+        async with running(local(namespace)) as each, publishing(namespace) as publish:
+            await publish.add("127.0.0.1:5001")
+            await settled(lambda: each.up and addresses(each) == {"127.0.0.1:5001"})
+            # Act
+            owner.__exit__(None, None, None)
+            os.symlink(path, path)
+            try:
+                await settled(lambda: each.errors[FollowProblem.FAILED] >= 2)
+                looped = (each.up, addresses(each))
+            finally:
+                os.unlink(path)
+            await settled(lambda: each.errors[FollowProblem.NAMESPACE_MISSING] >= 1)
+            # Assert
+            assert looped == (False, {"127.0.0.1:5001"})
+            assert addresses(each) == set()
 
     async def test_run_lan_interface_not_up_is_failed_not_fatal(self, monkeypatch) -> None:
         """Given LAN discovery restricted to an address no interface has, when followed,

@@ -7,8 +7,9 @@ is a change. It never stops for its input:
 
 - a namespace that does not exist (yet) is retried every ``retry_interval``,
   and has no workers;
-- a subscription that fails or ends is retried; the workers last known stay
-  (the discovery is unreadable, not empty);
+- a subscription that fails or ends, or whose source cannot be checked for a
+  replacement, is retried; the workers last known stay (the discovery is
+  unreadable, not empty);
 - a new subscription replays every live worker; a worker kept from before
   that it has not announced within its settle time has gone, and is dropped;
 - a record whose address is not a worker address is skipped, logged once and
@@ -142,7 +143,12 @@ class Follower:
                 if settle_at is not None and loop.time() >= settle_at:
                     settle_at = None
                     self._settled(seen)
-                if self._attachment.detached():
+                try:
+                    replaced = self._attachment.detached()
+                except Exception as error:  # its source cannot even be looked at now
+                    self._failed(error)
+                    return
+                if replaced:
                     log.info("wool discovery %s: its namespace was replaced; re-attaching", self)
                     return
         finally:
