@@ -256,6 +256,28 @@ class TestDropper:
         assert result is DropResult.FAILED
         assert "IsADirectoryError" in caplog.text
 
+    async def test_drop_never_opens_a_planted_lock_fifo(self, pools, caplog) -> None:
+        """Given a FIFO where the namespace's lock file goes (anyone may make
+        /tmp/wool-lock-<hash> first; with no reader, wool's opening it for writing
+        blocks the event loop for good: here one reads, so nothing hangs either way),
+        when a drop is made, then failed, logged, and the worker stays listed."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        path = lock_path(pools.namespace)
+        path.unlink(missing_ok=True)
+        os.mkfifo(path)
+        reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            # Act
+            result = await noted(Dropper([pools.namespace]), address).drop(address)
+        finally:
+            os.close(reader)
+            path.unlink()
+        # Assert
+        assert result is DropResult.FAILED
+        assert "not a regular file with one link" in caplog.text
+        assert address in await listed(pools.namespace)
+
     async def test_drop_wake_failure_keeps_the_drop(self, pools, caplog) -> None:
         """Given a namespace whose notify file cannot be truncated, when a drop is
         made, then it is still published (the drop stands) and the failure is logged."""

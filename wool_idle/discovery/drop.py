@@ -14,7 +14,8 @@ worker's is found by uid (when several records share the address, which was
 stopped is unknown: none is dropped; a record not noted before the stop is a
 new worker on the address, and stays); then
 ``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for it (under the
-namespace's file lock, waited for at most ``lock_timeout``); then the
+namespace's file lock, waited for at most ``lock_timeout``, once the lock file
+is known to be a regular file: never a link, never a FIFO); then the
 namespace's notify file is truncated (never through a link), which wakes wool's notification-only
 subscribers (wool's own default clients: the touch wool makes arrives as an
 event they ignore). ``Dropper.drop`` raises nothing but cancellation: every
@@ -119,6 +120,13 @@ def notify_path(namespace: str) -> Path:
     return Path(tempfile.gettempdir()).resolve() / f"wool-{namespace}" / "notify"
 
 
+def lock_path(namespace: str) -> Path:
+    """The file wool's publishers of ``namespace`` lock (opened for writing, truncated)."""
+    from wool.runtime.discovery import local
+
+    return Path(tempfile.gettempdir()).resolve() / f"wool-lock-{local._short_hash(namespace)}"
+
+
 def listed_at(namespace: str, address: str) -> set[uuid.UUID]:
     """The uids of ``namespace``'s records at ``address``."""
     return {r.uid for r in read_records(namespace) if r.address == address}
@@ -140,6 +148,7 @@ async def drop_in(
         return DropResult.AMBIGUOUS
     if uids[0] not in noted:
         return DropResult.REPLACED
+    os.close(_open_as_made(lock_path(namespace), os.O_CREAT))  # what wool opens next
     import wool
 
     publisher: Any = wool.LocalDiscovery.Publisher(namespace, lock_timeout=lock_timeout)
@@ -155,17 +164,30 @@ async def drop_in(
 
 def wake_subscribers(notify: Path) -> None:
     """Truncate ``notify`` (a modification wool's subscribers see), only if it is
-    what wool makes: a regular file with one link, not a symlink. Anyone may
-    create ``/tmp/wool-<namespace>`` first, so anything else there could be a
-    planted link to a file of ours: ``OSError``, nothing written."""
-    fd = os.open(notify, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    what wool makes (``_open_as_made``)."""
+    fd = _open_as_made(notify)
     try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
-            raise OSError(f"{notify} is not a regular file with one link; left alone")
         os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+def _open_as_made(path: Path, flags: int = 0) -> int:
+    """``path`` opened for writing (with ``flags``), only if it is what wool makes: a
+    regular file with one link, not a symlink. Anyone may create ``/tmp/wool-lock-*``
+    or ``/tmp/wool-<namespace>`` first, so anything else there could be a planted
+    link to a file of ours (which opening for writing would truncate) or a FIFO
+    (whose opening would block the event loop until someone reads it): ``OSError``,
+    nothing written."""
+    fd = os.open(path, flags | os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
+            raise OSError(f"{path} is not a regular file with one link; left alone")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class Dropper:
