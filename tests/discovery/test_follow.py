@@ -94,38 +94,6 @@ class TestFollower:
                 skipped = [r for r in caplog.records if "not an address" in r.getMessage()]
                 assert len(skipped) == 1
 
-    async def test_usable_address_of_records_with_different_tags_is_none(
-        self, namespace: str, caplog
-    ) -> None:
-        """Given a namespace where a stopped cold worker's record shares its address with
-        a live hot worker's (a port reused), and a cold worker elsewhere, when followed
-        over many polls, then that address is no usable record (which pool answers
-        there is unknown), counted and logged once; when the stale record is dropped,
-        the hot worker is usable again."""
-        # Arrange
-        caplog.set_level(logging.WARNING, logger="wool_idle.discovery")
-        async with held(namespace) as publish:
-            stale = await publish.add("127.0.0.1:5001", tags=("cold",))
-            await publish.add("127.0.0.1:5001", tags=("hot",))
-            await publish.add("127.0.0.1:5002", tags=("cold",))
-            async with running(local(namespace)) as each:
-                await settled(lambda: each.up and len(each.records) == 3)
-                # Act
-                contested = [each.usable() for _ in range(3)]
-                await publish.drop(stale)
-                await settled(lambda: len(each.records) == 2)
-                # Assert
-                assert [[r.address for r in usable] for usable in contested] == [
-                    ["127.0.0.1:5002"]
-                ] * 3
-                assert {(r.address, r.tags) for r in each.usable()} == {
-                    ("127.0.0.1:5001", ("hot",)),
-                    ("127.0.0.1:5002", ("cold",)),
-                }
-                assert each.errors[FollowProblem.DUPLICATE_ADDRESS] == 1
-                shared = [r for r in caplog.records if "share 127.0.0.1:5001" in r.getMessage()]
-                assert len(shared) == 1
-
     async def test_run_stale_record_reported_workers_kept(self, namespace: str) -> None:
         """Given a followed namespace with two workers, when one worker's record block
         vanishes (as when its publisher is killed), then the follower is down with

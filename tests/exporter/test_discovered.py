@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -13,6 +14,7 @@ from support.metrics import samples
 from support.pooled import settled
 from support.wool_namespaces import fresh_namespace, held
 
+from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.app import ExporterSettings, create_app
@@ -122,30 +124,79 @@ class TestDiscoveredTargets:
             {"worker": "127.0.0.1:5002", "wool_namespace": namespace, "wool_tags": "cold"},
         ]
 
-    async def test_apply_address_of_two_pools_is_no_target(self, namespace: str) -> None:
-        """Given a namespace where records of different tags share one address (a
-        stopped cold worker's record beside a hot worker on its port), when applied,
-        then that address is no target (labelled with the wrong pool, the autoscaler
-        could stop the hot pool's last worker), and the other worker is one."""
+    async def test_apply_address_of_two_pools_is_no_target_until_they_agree(
+        self, namespace: str, caplog
+    ) -> None:
+        """Given a namespace where a stopped cold worker's record shares its address with
+        a live hot worker's (a port reused), and a cold worker elsewhere, when applied
+        several times, then that address is no target (labelled with the wrong pool,
+        the autoscaler could stop the hot pool's last worker), counted and logged once;
+        when the stale record is dropped, the hot worker is a target again."""
         # Arrange
+        caplog.set_level(logging.WARNING, logger="wool_idle.discovery")
         targets = TargetSet()
         discovered = DiscoveredTargets(
             [DiscoverySpec.parse(f"local:{namespace}")], targets, poll_interval=POLL
         )
+        follower = discovered.followers[0]
         async with held(namespace) as publish:
-            await publish.add("127.0.0.1:5001", tags=("cold",))
+            stale = await publish.add("127.0.0.1:5001", tags=("cold",))
             await publish.add("127.0.0.1:5001", tags=("hot",))
             await publish.add("127.0.0.1:5002", tags=("cold",))
             task = asyncio.ensure_future(discovered.run())
-            # Act
-            await settled(lambda: len(discovered.followers[0].records) == 3)
-            discovered.apply()
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            try:
+                # Act
+                await settled(lambda: len(follower.records) == 3)
+                contested = []
+                for _ in range(3):
+                    discovered.apply()
+                    contested.append([t.label_dict() for t in targets.all()])
+                await publish.drop(stale)
+                await settled(lambda: len(follower.records) == 2)
+                discovered.apply()
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        # Assert
+        cold = {"worker": "127.0.0.1:5002", "wool_namespace": namespace, "wool_tags": "cold"}
+        hot = {"worker": "127.0.0.1:5001", "wool_namespace": namespace, "wool_tags": "hot"}
+        assert contested == [[cold]] * 3
+        assert [t.label_dict() for t in sorted(targets.all(), key=lambda t: t.address)] == [
+            hot,
+            cold,
+        ]
+        assert follower.errors[FollowProblem.DUPLICATE_ADDRESS] == 1
+        shared = [r for r in caplog.records if "share 127.0.0.1:5001" in r.getMessage()]
+        assert len(shared) == 1
+
+    async def test_apply_address_in_two_namespaces_is_no_target(self) -> None:
+        """Given two followed namespaces that list one address (a worker of the first
+        killed, its record kept, and a worker of the second on its port), when applied,
+        then that address is no target (with the first's namespace, the autoscaler could
+        count the second's worker in the first pool and empty it) and each discovery
+        counts it; an address both list alike would be one target."""
+        # Arrange
+        with fresh_namespace() as first, fresh_namespace() as second:
+            targets = TargetSet()
+            specs = [DiscoverySpec.parse(f"local:{first}"), DiscoverySpec.parse(f"local:{second}")]
+            discovered = DiscoveredTargets(specs, targets, poll_interval=POLL)
+            async with held(first) as publish_first, held(second) as publish_second:
+                await publish_first.add("127.0.0.1:5001", tags=("hot",))
+                await publish_first.add("127.0.0.1:5002", tags=("hot",))
+                await publish_second.add("127.0.0.1:5001", tags=("hot",))
+                task = asyncio.ensure_future(discovered.run())
+                try:
+                    # Act
+                    await settled(lambda: all(len(f.records) for f in discovered.followers))
+                    discovered.apply()
+                finally:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
         # Assert
         assert [t.label_dict() for t in targets.all()] == [
-            {"worker": "127.0.0.1:5002", "wool_namespace": namespace, "wool_tags": "cold"},
+            {"worker": "127.0.0.1:5002", "wool_namespace": first, "wool_tags": "hot"},
         ]
+        assert [f.errors[FollowProblem.DUPLICATE_ADDRESS] for f in discovered.followers] == [1, 1]
 
 
 class TestDiscoveredExporter:

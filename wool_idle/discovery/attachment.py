@@ -29,9 +29,10 @@ class FollowProblem(StrEnum):
     """A record's address is not a worker address: that worker is skipped (logged
     once per record), never dialled."""
     DUPLICATE_ADDRESS = "duplicate_address"
-    """Records of different tags share an address (a stopped worker's record left
-    beside a new worker on its port): which pool the worker there is in is unknown,
-    so the address is no target (logged and counted once) until its records agree."""
+    """Records of different pools (tags, or namespaces across discoveries) share an
+    address (a stopped worker's record left beside a new worker on its port): which
+    pool the worker there is in is unknown, so the address is no target (logged and
+    counted once) until its records agree."""
 
 
 class NamespaceMissing(LookupError):

@@ -13,8 +13,7 @@ is a change. It never stops for its input:
 - a new subscription replays every live worker; a worker kept from before
   that it has not announced within its settle time has gone, and is dropped;
 - a record whose address is not a worker address is skipped, logged once and
-  counted once per record (not per poll);
-- an address whose records disagree on the tags is no target (``usable``).
+  counted once per record (not per poll).
 
 ``up`` is True from the moment a subscription announces a worker or has run
 its settle time without failing, until it fails. ``errors`` counts ``FollowProblem``s.
@@ -89,34 +88,12 @@ class Follower:
         self._on_change = on_change
         self._records: dict[str, WorkerRecord] = {}
         self._rejected: dict[str, str] = {}
-        self._contested: set[str] = set()
         self._logged: tuple[FollowProblem, str] | None = None
 
     @property
     def records(self) -> Mapping[str, WorkerRecord]:
         """The current workers by uid (a live view: do not modify)."""
         return self._records
-
-    def usable(self) -> list[WorkerRecord]:
-        """The records to take as targets, one per address. An address whose records
-        disagree on the tags is none of them: which pool the worker answering there is
-        in is unknown, and a wrong pool would let the autoscaler empty the right one.
-        Each such address is counted (``duplicate_address``) and logged once, until
-        its records agree."""
-        by_address: dict[str, list[WorkerRecord]] = {}
-        for record in self._records.values():
-            by_address.setdefault(record.address, []).append(record)
-        contested = {a for a, found in by_address.items() if len({r.tags for r in found}) > 1}
-        for address in contested - self._contested:
-            self.errors[FollowProblem.DUPLICATE_ADDRESS] += 1
-            log.warning(
-                "wool discovery %s: records of different tags share %s; not a target "
-                "until one is dropped",
-                self,
-                address,
-            )
-        self._contested = contested
-        return [found[0] for a, found in by_address.items() if a not in contested]
 
     async def run(self) -> None:
         """Follow the discovery until cancelled."""

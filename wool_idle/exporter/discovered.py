@@ -3,9 +3,10 @@
 Each discovered worker is a ``Target`` at its record's address, labelled
 ``wool_namespace`` and ``wool_tags`` (stable: on every series of the worker);
 its uid, pid, version and secure flag are the labels of its one info series
-``wool_worker_info``, so a restart changes that series only. A worker found in
-two discoveries is the first one's; an address whose records in one discovery
-disagree on the tags is none of them (``Follower.usable``). The exporter's own series, per discovery
+``wool_worker_info``, so a restart changes that series only. An address
+listed by several records, in one discovery or in several, is one target when
+the records agree on its labels (namespace and tags; the first record gives the
+info series), and none when they disagree (``apply``). The exporter's own series, per discovery
 (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
 ``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
 (the reasons are ``FollowProblem``).
@@ -14,6 +15,7 @@ disagree on the tags is none of them (``Follower.usable``). The exporter's own s
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -36,6 +38,8 @@ from wool_idle.discovery.follow import Follower, follower
 from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.targets import Target, TargetSet
+
+log = logging.getLogger("wool_idle.discovery")
 
 
 def record_target(namespace: str, record: WorkerRecord) -> Target:
@@ -70,6 +74,7 @@ class DiscoveredTargets:
             for spec in dict.fromkeys(specs)
         ]
         self._scheduled = False
+        self._contested: set[str] = set()
 
     async def run(self) -> None:
         """Follow every discovery until cancelled."""
@@ -81,13 +86,34 @@ class DiscoveredTargets:
             asyncio.get_running_loop().call_soon(self.apply)
 
     def apply(self) -> None:
-        """Set the target set's discovered part from the followers' records now."""
+        """Set the target set's discovered part from the followers' records now: one
+        target per address. An address whose records disagree on its labels (a stopped
+        worker's record left beside a new worker of another pool on its port, in one
+        discovery or across two) is none: which pool answers there is unknown, and
+        with the wrong pool's labels the autoscaler could empty the right one. Each
+        such address is logged once, and counted once (``duplicate_address``) by each
+        discovery listing it, until its records agree."""
         self._scheduled = False
-        found: dict[str, Target] = {}
+        claims: dict[str, list[tuple[Follower, Target]]] = {}
         for each in self.followers:
-            for record in each.usable():
-                found.setdefault(record.address, record_target(each.spec.namespace, record))
-        self.targets.set_discovered(list(found.values()))
+            for record in each.records.values():
+                target = record_target(each.spec.namespace, record)
+                claims.setdefault(record.address, []).append((each, target))
+        contested = {a for a, found in claims.items() if len({t.labels for _, t in found}) > 1}
+        for address in contested - self._contested:
+            listing = dict.fromkeys(each for each, _ in claims[address])
+            for each in listing:
+                each.errors[FollowProblem.DUPLICATE_ADDRESS] += 1
+            log.warning(
+                "wool discovery %s: records of different pools share %s; not a target "
+                "until they agree",
+                ", ".join(str(each) for each in listing),
+                address,
+            )
+        self._contested = contested
+        self.targets.set_discovered(
+            [found[0][1] for address, found in claims.items() if address not in contested]
+        )
 
 
 class DiscoveryCollector(Collector):
