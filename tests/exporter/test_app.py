@@ -589,20 +589,22 @@ class TestOtherEndpoints:
         assert healthy.status == ready.status == 200
 
     async def test_landing_probe_link_leads_to_its_target(self, exporter, tmp_path: Path) -> None:
-        """Given a target whose unix path holds characters a query treats apart (a
-        space, &, #, %, +), when its link on the landing page is followed, then the
-        probe is of that very target."""
+        """Given targets whose addresses hold characters a query treats apart (a unix
+        path with a space, &, # and +; an IPv6 zone with %), when their links on the
+        landing page are followed, then each probe is of that very target."""
         # Arrange
-        address = f"unix:{tmp_path}/a b&c#d%20+e.sock"
-        client = await exporter([address])
+        addresses = [f"unix:{tmp_path}/a b&c#d+e.sock", "[::1%20]:1"]
+        client = await exporter(addresses)
         page = await (await client.get("/")).text()
         # Act
-        link = html.unescape(re.search(r'href="(/probe\?[^"]*)"', page).group(1))
-        response = await client.get(link)
-        text = await response.text()
+        links = [html.unescape(link) for link in re.findall(r'href="(/probe\?[^"]*)"', page)]
+        responses = [await client.get(link) for link in links]
+        texts = [await response.text() for response in responses]
         # Assert
-        assert response.status == 200
-        assert by_worker(text, "wool_worker_up") == {address: 0}
+        assert [response.status for response in responses] == [200, 200]
+        assert [by_worker(text, "wool_worker_up") for text in texts] == [
+            {address: 0} for address in addresses
+        ]
 
     async def test_ready_503_until_targets_file_loads(self, exporter, tmp_path: Path) -> None:
         """Given a targets file that does not exist yet, when /-/ready is fetched, then

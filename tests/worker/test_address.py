@@ -42,6 +42,15 @@ class TestParseAddress:
         with pytest.raises(ValueError, match="invalid address"):
             parse_address(text)
 
+    @pytest.mark.parametrize("path", ["/run/w%41.sock", "/run/w%.sock", "/run/%2Fw.sock"])
+    def test_parse_address_unix_path_with_percent(self, path: str) -> None:
+        """Given a Unix path with ``%`` (gRPC percent-decodes ``unix:`` paths, so
+        ``/run/w%41.sock`` binds and dials ``/run/wA.sock``: a worker would take over
+        another's socket, and the exporter would label one worker with another's
+        address), then ValueError naming the ``%``."""
+        with pytest.raises(ValueError, match="'%' in a unix socket path"):
+            parse_address(f"unix:{path}")
+
     def test_parse_address_listen_allows_port_zero(self) -> None:
         """Given port 0 to listen on, then it is accepted (the system picks a port)."""
         assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"

@@ -25,7 +25,9 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     allows 0, an ephemeral port) and an ASCII host. Unix socket addresses need a
     non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes, valid UTF-8 (a lone
     surrogate, from undecodable bytes, can be neither dialled nor rendered as a
-    label). No address holds a control character (a newline, a NUL).
+    label) and without ``%``: gRPC percent-decodes a ``unix:`` path, so
+    ``unix:/run/w%41.sock`` would bind and dial ``/run/wA.sock``, another socket
+    than the one named. No address holds a control character (a newline, a NUL).
     """
     if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
@@ -33,6 +35,8 @@ def parse_address(text: str, *, listen: bool = False) -> str:
         path = text[len(UNIX_PREFIX) :]
         if not path.strip("/"):
             raise ValueError(f"invalid address {text!r}: unix socket path is empty")
+        if "%" in path:
+            raise ValueError(f"invalid address {text!r}: '%' in a unix socket path")
         try:
             size = len(path.encode("utf-8"))
         except UnicodeEncodeError:  # undecodable bytes of argv or the environment
