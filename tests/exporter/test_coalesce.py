@@ -27,7 +27,7 @@ class TestCoalescer:
             for target in targets:
                 results[target.address] = classify(target, 1.0, 0.05)
 
-        coalesce = Coalescer(run)
+        coalesce = Coalescer(run, longest=5.0)
         # Act
         answers = await asyncio.gather(*(coalesce(TARGETS, 5.0) for _ in range(3)))
         # Assert
@@ -47,7 +47,7 @@ class TestCoalescer:
             raise RuntimeError("a bug in the round")
 
         # Act
-        answers = await Coalescer(run)(TARGETS, 0.5)
+        answers = await Coalescer(run, longest=5.0)(TARGETS, 0.5)
         # Assert
         assert [(r.idle, r.error) for r in answers] == [(2.0, None), (None, ErrorReason.DEADLINE)]
         assert "probe round failed" in caplog.text
@@ -64,7 +64,7 @@ class TestCoalescer:
             for target in targets:
                 results[target.address] = classify(target, 3.0, 0.0)
 
-        coalesce = Coalescer(run)
+        coalesce = Coalescer(run, longest=5.0)
         first = asyncio.ensure_future(coalesce(TARGETS, 5.0))
         await asyncio.sleep(0)
         joined = asyncio.ensure_future(coalesce(TARGETS, 5.0))
@@ -94,7 +94,7 @@ class TestCoalescer:
             for target in targets:
                 results[target.address] = classify(target, 4.0, 0.0)
 
-        coalesce = Coalescer(run)
+        coalesce = Coalescer(run, longest=5.0)
         short = asyncio.ensure_future(coalesce(TARGETS, 0.01))
         await asyncio.sleep(0)
         # Act
@@ -104,3 +104,31 @@ class TestCoalescer:
         # Assert
         assert runs == [0.01, 5.0]
         assert [r.idle for r in answers] == [4.0, 4.0]
+
+    async def test_call_ever_longer_budgets_share_one_longest_round(self) -> None:
+        """Given a short round in flight, when scrapes announcing ever longer timeouts
+        arrive together, then one more round starts, given the longest budget, and
+        every scrape joins it and gets its results (not a round, a probe of every
+        worker, per request)."""
+        # Arrange
+        runs: list[float] = []
+        release = asyncio.Event()
+
+        async def run(targets: Sequence[Target], budget: float, results: Results) -> None:
+            runs.append(budget)
+            await release.wait()
+            for target in targets:
+                results[target.address] = classify(target, 6.0, 0.0)
+
+        coalesce = Coalescer(run, longest=5.0)
+        short = asyncio.ensure_future(coalesce(TARGETS, 0.5))
+        await asyncio.sleep(0)
+        # Act
+        longer = [asyncio.ensure_future(coalesce(TARGETS, 1.0 + i / 100)) for i in range(20)]
+        await asyncio.sleep(0)
+        release.set()
+        answers = await asyncio.gather(*longer)
+        await short
+        # Assert
+        assert runs == [0.5, 5.0]
+        assert [[r.idle for r in a] for a in answers] == [[6.0, 6.0]] * 20

@@ -4,10 +4,12 @@ The first scrape starts a round; scrapes arriving while it runs join it
 instead of starting their own, so an HA pair of Prometheus servers does not
 double the load on workers. A scrape joins only a round given at least its own
 budget: one with a shorter budget (a scraper announcing a short timeout) would
-cut its probes short, so the scrape starts a round of its own, the one later
-scrapes join. Every scrape waits at most its own budget: a target the round has
-not heard from by then counts as a missed deadline in that scrape's answer (no
-idle value, never an old one).
+cut its probes short, so the scrape starts a round of its own, given the longest
+budget any scrape may have, which every later scrape joins (were it given the
+scrape's own, scrapes announcing ever longer timeouts would start a round each:
+one request, a probe of every worker). Every scrape waits at most its own
+budget: a target the round has not heard from by then counts as a missed
+deadline in that scrape's answer (no idle value, never an old one).
 """
 
 from __future__ import annotations
@@ -43,29 +45,34 @@ class _Round:
 
 
 class Coalescer:
-    """Runs ``run`` for one scrape at a time, sharing the round in flight."""
+    """Runs ``run`` for one scrape at a time, sharing the round in flight; ``longest``
+    is the longest budget a scrape may have (the exporter's ``--timeout``)."""
 
-    def __init__(self, run: RunRound) -> None:
+    def __init__(self, run: RunRound, *, longest: float) -> None:
         self._run = run
+        self.longest = longest
         self._in_flight: _Round | None = None
 
     async def __call__(self, targets: Sequence[Target], budget: float) -> list[ProbeResult]:
         """The results of a round over ``targets`` within ``budget`` seconds.
 
-        The scrape that starts a round waits for all of it (each probe is bounded
-        by the budget); one that joins a round (given at least ``budget``) waits at
-        most ``budget``. A round that fails, or a scrape cancelled while waiting,
-        never cancels the round.
+        With no round in flight, the scrape starts one with its own ``budget`` and
+        waits for all of it (each probe is bounded by the budget). Over a round
+        given less, it starts one given ``longest`` (or ``budget`` if more); a scrape
+        that joins a round or starts a longer one waits at most ``budget``. A
+        round that fails, or a scrape cancelled while waiting, never cancels the
+        round.
         """
         joined = self._in_flight
-        if joined is None or joined.budget < budget:
-            started = self._in_flight = _Round(targets, budget)
-            started.task = asyncio.ensure_future(self._run(targets, budget, started.results))
-            started.task.add_done_callback(functools.partial(self._finished, started))
-            await asyncio.wait((started.task,))
-            return started.answers(budget)
-        await asyncio.wait((joined.task,), timeout=budget)
-        return joined.answers(budget)
+        if joined is not None and joined.budget >= budget:
+            await asyncio.wait((joined.task,), timeout=budget)
+            return joined.answers(budget)
+        given = budget if joined is None else max(budget, self.longest)
+        started = self._in_flight = _Round(targets, given)
+        started.task = asyncio.ensure_future(self._run(targets, given, started.results))
+        started.task.add_done_callback(functools.partial(self._finished, started))
+        await asyncio.wait((started.task,), timeout=None if given == budget else budget)
+        return started.answers(budget)
 
     def _finished(self, finished: _Round, task: asyncio.Future[None]) -> None:
         if self._in_flight is finished:  # not already superseded by a longer round

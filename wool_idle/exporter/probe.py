@@ -64,7 +64,7 @@ class Prober:
         self.last: dict[str, ProbeResult] = {}
         self.concurrency = concurrency
         self._adhoc_in_flight = 0
-        self._rounds = Coalescer(self._run)
+        self._rounds = Coalescer(self._run, longest=timeout)
         self._listeners: list[Listener] = []
         self._configured: Sequence[Target] | None = None
         self._logged: set[type[BaseException]] = set()
