@@ -153,7 +153,8 @@ def from_loggers(*names: str) -> Callable[[logging.LogRecord], bool]:
 
 
 def quiet_grpc() -> None:
-    """Silence gRPC's C-core chatter; call before grpc opens its first channel."""
+    """Silence gRPC's C-core chatter (its errors go straight to stderr, past every
+    log filter); call before grpc is first imported, which is when it reads this."""
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     os.environ.setdefault("GRPC_TRACE", "")
 

@@ -151,6 +151,26 @@ class TestExporterCli:
         assert by_worker(metrics, "wool_worker_up") == {worker_address: 1, "127.0.0.1:1": 0}
         assert set(by_worker(probe, "wool_worker_idle_seconds")) == {worker_address}
 
+    def test_grpc_errors_of_a_probed_address_stay_out_of_the_log(self, start_exporter) -> None:
+        """Given an exporter started without GRPC_VERBOSITY in its environment, when
+        /probe is asked about an IPv6 address whose zone names no interface (anyone
+        who can reach /probe can ask), then gRPC's C-core writes no error line of its
+        own to stderr (one per probe, past every log filter: a client flooded the log)."""
+        # Arrange
+        env = {name: value for name, value in os.environ.items() if name != "GRPC_VERBOSITY"}
+        url = start_exporter("--target", "127.0.0.1:1", env=env)
+        probe_url = url.removesuffix("/metrics") + "/probe?target=[::1%25nosuchif]:1"
+        # Act
+        probes = [fetch(probe_url) for _ in range(3)]
+        process = start_exporter.processes[-1]
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+        # Assert
+        assert [by_worker(probe, "wool_worker_up") for probe in probes] == [
+            {"[::1%nosuchif]:1": 0}
+        ] * 3
+        assert "Invalid interface name" not in stderr
+
     async def test_serves_on_unix_socket(self, worker_address) -> None:
         """Given `--web.listen-address unix:/path`, when the exporter starts, then it
         prints the http+unix URL of its /metrics and serves the fleet, its build info

@@ -16,8 +16,11 @@ from collections.abc import Sequence
 from typing import Final
 
 from wool_idle import logs
-from wool_idle.cli.parser import Parser
-from wool_idle.cli.serve import ignore_hangup
+
+logs.quiet_grpc()  # gRPC reads its verbosity once, on import: the imports below load it
+
+from wool_idle.cli.parser import Parser  # noqa: E402
+from wool_idle.cli.serve import ignore_hangup  # noqa: E402
 
 DAEMONS: Final = frozenset({"worker", "exporter", "autoscaler"})
 """The subcommands that serve until a signal (see ``serve``)."""
@@ -43,7 +46,6 @@ def build_parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the subcommand ``argv`` names and return its exit status."""
-    logs.quiet_grpc()
     args = build_parser().parse_args(argv)
     if args.command in DAEMONS:
         ignore_hangup()
