@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import resource
 import signal
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -198,6 +201,36 @@ class TestExporterCli:
         )
         assert ready[0] == 200
         assert status == 0 and not Path(path).exists()
+
+    async def test_stdout_closed_before_the_ready_line(self) -> None:
+        """Given an exporter whose stdout is a pipe the reader closed (a log collector
+        that exited), when it binds and prints its ready line, then it serves on and
+        logs that the line was not printed; on SIGTERM it exits 0, no traceback."""
+        # Arrange
+        path = unix_http.socket_path("exporter")
+        process = spawn_cli(["exporter", "--web.listen-address", f"unix:{path}"])
+        process.stdout.close()
+        url = "http+unix://" + urllib.parse.quote(path, safe="")
+        # Act
+        healthy = await _healthy(url, process)
+        process.terminate()
+        status = process.wait(timeout=30)
+        stderr = process.stderr.read()
+        # Assert
+        assert healthy, stderr
+        assert "ready line not printed" in stderr
+        assert status == 0 and "Traceback" not in stderr
+
+
+async def _healthy(url: str, process, timeout: float = 15.0) -> bool:
+    """Whether the daemon at ``url`` answered /-/healthy before it exited or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if (await unix_http.get(url, "/-/healthy"))[0] == 200:
+                return True
+        await asyncio.sleep(0.05)
+    return False
 
 
 class TestExporterCliDiscovery:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -37,7 +39,8 @@ async def serve_until_signal(
     ``stop``, which must make ``wait()`` return (at once if it comes before);
     SIGHUP calls ``reload``, or, without one, is logged and ignored. Entering
     ``serving`` binds and gives the address clients should use; once bound,
-    that address is printed on one line of stdout (the ready line) and logged.
+    that address is printed on one line of stdout (the ready line) and logged;
+    a stdout nobody reads any more (a closed pipe) is logged (``print_ready``).
     Returns ``EXIT_OK``, or ``EXIT_CANNOT_LISTEN`` (logged) if ``serving``
     could not bind. The handlers of before are restored on return.
     """
@@ -64,7 +67,20 @@ async def serve_until_signal(
             log.error("%s cannot listen: %s", name, error)
             return EXIT_CANNOT_LISTEN
         log.info("%s serving on %s", name, address)
-        print(address, flush=True)
+        print_ready(address, log)
         await wait()
     log.info("%s stopped", name)
     return EXIT_OK
+
+
+def print_ready(address: str, log: logging.Logger) -> None:
+    """Print the ready line. A stdout that cannot take it (a pipe whose reader
+    exited) is logged and pointed at ``/dev/null`` from then on: never the end
+    of the daemon, at once or when the interpreter flushes stdout as it exits."""
+    try:
+        print(address, flush=True)
+    except OSError as error:
+        log.warning("ready line not printed (stdout: %s)", error)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
