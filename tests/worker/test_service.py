@@ -154,6 +154,26 @@ class TestWorkerService:
         assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
         assert not server.service.stopping.is_set()
 
+    async def test_stop_nan_grace_invalid(self, start_server, tmp_path: Path) -> None:
+        """Given a worker running a task, when a stop carries a NaN grace (neither 0,
+        a drain nor a wait), then INVALID_ARGUMENT, the task is not cancelled and the
+        worker keeps serving."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        gate = tmp_path / "gate"
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        await poll_until(lambda: len(server.service.in_flight) == 1)
+        # Act
+        with pytest.raises(RpcError) as raised:
+            await connection.stop(float("nan"))
+        gate.touch()
+        # Assert
+        assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert await running == "ok"
+        assert not server.service.stopping.is_set()
+        await connection.close()
+
     async def test_dispatch_returns_result_and_exception(self, start_server) -> None:
         """Given a worker, when tasks are dispatched that return and that raise, then
         the caller gets the value and the exception."""

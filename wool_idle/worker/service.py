@@ -77,8 +77,10 @@ class WorkerService:
         """Shut down with ``request.timeout`` as the grace, then answer.
 
         Refuse with ``PERMISSION_DENIED`` if the caller may not stop this
-        worker; with ``if_idle_for`` set, refuse with ``FAILED_PRECONDITION``
-        unless no task runs and the worker has been idle at least that long.
+        worker; with ``INVALID_ARGUMENT`` if the grace is NaN (none of 0, a
+        drain or a wait; asyncio may take it as no time and cancel in-flight
+        tasks); with ``if_idle_for`` set, with ``FAILED_PRECONDITION`` unless
+        no task runs and the worker has been idle at least that long.
         Every decision is logged with the caller, the idle value and the grace.
         """
         idle = self.in_flight.idle_seconds()
@@ -98,6 +100,8 @@ class WorkerService:
         """Why this stop must be refused, or None. Synchronous on purpose."""
         if not self.authorization.permits("stop", context):
             return grpc.StatusCode.PERMISSION_DENIED, "caller may not stop this worker"
+        if math.isnan(request.timeout):
+            return grpc.StatusCode.INVALID_ARGUMENT, "grace (timeout) must be a number"
         if not request.HasField("if_idle_for") or self.stopping.is_set():
             return None
         required = request.if_idle_for
