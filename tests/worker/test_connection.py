@@ -88,6 +88,23 @@ class TestWorkerConnection:
             # grpc-timeout travels in whole units of a coarse clock: allow 1%.
             assert timeout - 1.0 < remaining <= timeout * 1.01
 
+    @pytest.mark.parametrize("timeout", [math.inf, 1e300, 1e10])
+    async def test_idle_time_timeout_beyond_grpc_deadlines_is_none(
+        self, scripted, timeout: float
+    ) -> None:
+        """Given a timeout so long that gRPC's deadline would overflow (infinity, a
+        thousand years or more), when idle_time is awaited with it, then the call goes
+        out without a deadline and returns the worker's value (never an at-once
+        DEADLINE_EXCEEDED, which read as an unreachable worker)."""
+        # Arrange
+        worker = await scripted(seconds=1.0)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            seconds = await connection.idle_time(timeout=timeout)
+        # Assert
+        assert seconds == 1.0
+        assert worker.deadlines == [None]
+
     @given(seconds=st.floats(allow_nan=True, allow_infinity=True))
     @FIXTURES_REUSED
     async def test_idle_time_returns_reported_value(self, scripted, seconds: float) -> None:

@@ -6,7 +6,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import cloudpickle
 import grpc
@@ -29,10 +29,18 @@ from wool_idle.worker.tls import ClientTls
 T = TypeVar("T")
 
 
-def check_timeout(timeout: float | None) -> None:
-    """Raise ``ValueError`` unless ``timeout`` is None or positive."""
+LONGEST_DEADLINE: Final = 100 * 365 * 86400.0
+"""A century: a longer timeout is sent as no deadline. gRPC's deadline (int64
+nanoseconds since 1970) overflows some 230 years from now, and an overflowed
+one has passed already: the call would fail at once with DEADLINE_EXCEEDED."""
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """The deadline to give gRPC for ``timeout``: ``ValueError`` unless it is None
+    or positive; None (no deadline) when it exceeds ``LONGEST_DEADLINE``."""
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be positive or None, got {timeout!r}")
+    return None if timeout is None or timeout > LONGEST_DEADLINE else timeout
 
 
 @dataclass(frozen=True)
@@ -106,15 +114,15 @@ class WorkerConnection:
         """Ask the worker's idle RPC: its idle seconds and whether it honours the
         conditional stop.
 
-        ``timeout`` (None or positive) is the call's deadline. Raises
-        ``ValueError`` for a non-positive timeout before any call,
+        ``timeout`` (None or positive; see ``check_timeout``) is the call's
+        deadline. Raises ``ValueError`` for a non-positive timeout before any call,
         ``IdleUnavailable`` if the worker predates the idle RPC,
         ``MalformedReply`` if the reply does not decode.
         """
-        check_timeout(timeout)
+        deadline = check_timeout(timeout)
         async with self._call() as stubs:
             try:
-                reply = await stubs.idle(Void(), timeout=timeout)
+                reply = await stubs.idle(Void(), timeout=deadline)
             except grpc.aio.AioRpcError as error:
                 raise rpc_error("idle", error) from error
         message = decoded("idle", reply)
@@ -143,13 +151,13 @@ class WorkerConnection:
         ``IdleReport.conditional_stop``). ``timeout`` is the call's deadline
         and must exceed a non-negative grace.
         """
-        check_timeout(timeout)
+        deadline = check_timeout(timeout)
         request = StopRequest(timeout=grace)
         if if_idle_for is not None:
             request.if_idle_for = if_idle_for
         async with self._call() as stubs:
             try:
-                reply = await stubs.stop(request, timeout=timeout)
+                reply = await stubs.stop(request, timeout=deadline)
             except grpc.aio.AioRpcError as error:
                 raise rpc_error("stop", error) from error
         decoded("stop", reply)
