@@ -109,6 +109,21 @@ async def raises_error_exiting_when_pickled() -> None:
     raise ErrorExitingWhenPickled("unpicklable")
 
 
+class ErrorExitingWhenUnpickled(Exception):
+    """An exception whose unpickling (on the caller, once the task raised it) calls
+    ``sys.exit``."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (sys.exit, (6,))
+
+
+async def outcome_exiting_when_unpickled(outcome: str) -> ExitWhenUnpickled:
+    """Return (``outcome`` "return") or raise something whose unpickling calls ``sys.exit``."""
+    if outcome == "raise":
+        raise ErrorExitingWhenUnpickled()
+    return ExitWhenUnpickled()
+
+
 async def exits_beside(how: str) -> str:
     """Start an exit beside this task the way ``how`` says, then finish normally:
     ``inner_task`` (a task it creates calls ``sys.exit``), ``call_soon`` and

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.raw import UNDECODABLE, RawWorker
-from support.tasks import echo, sized
+from support.tasks import echo, outcome_exiting_when_unpickled, sized
 
 from wool_idle.contract import stop_deadline, valid_idle
 from wool_idle.exceptions import (
@@ -19,6 +19,7 @@ from wool_idle.exceptions import (
     MalformedReply,
     RpcError,
     StopRefused,
+    TaskAborted,
     TaskOutcomeLost,
     TransientRpcError,
     WoolError,
@@ -313,6 +314,25 @@ class TestDispatchAfterAck:
         assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert not isinstance(raised.value, TransientRpcError)
         assert after == "still serving"
+
+
+class TestDispatchOutcomeUnpickling:
+    @pytest.mark.parametrize(("outcome", "code"), [("return", 5), ("raise", 6)])
+    async def test_dispatch_outcome_exiting_when_unpickled_is_task_aborted(
+        self, start_server, outcome: str, code: int
+    ) -> None:
+        """Given a task whose result (or exception) calls sys.exit when the caller
+        unpickles it, when it is dispatched, then the caller gets TaskAborted carrying
+        that SystemExit: the worker's code cannot end the caller's process."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(TaskAborted) as aborted:
+                await connection.dispatch(outcome_exiting_when_unpickled, outcome)
+        # Assert
+        assert isinstance(aborted.value.exception, SystemExit)
+        assert aborted.value.exception.code == code
 
 
 class TestContractHelpers:

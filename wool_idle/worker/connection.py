@@ -225,10 +225,22 @@ def _unwrap(responses: list[Response]) -> Any:
     if kinds not in (["ack", "result"], ["ack", "exception"]):
         raise MalformedReply("dispatch", f"replies out of order: {kinds}")
     if kinds[1] == "result":
-        return cloudpickle.loads(responses[1].result)
-    error = cloudpickle.loads(responses[1].exception)
+        return _loads(responses[1].result)
+    error = _loads(responses[1].exception)
     if isinstance(error, Exception):
         raise error
     if isinstance(error, BaseException):
         raise TaskAborted(error) from error
     raise MalformedReply("dispatch", f"exception payload is a {type(error).__name__}")
+
+
+def _loads(outcome: bytes) -> Any:
+    """Unpickle a task's result or exception. Unpickling runs the worker's code: a
+    ``BaseException`` that is not an ``Exception`` it raises (``sys.exit`` called by
+    a ``__reduce__``) comes as ``TaskAborted``, so it cannot end this process."""
+    try:
+        return cloudpickle.loads(outcome)
+    except Exception:
+        raise
+    except BaseException as error:  # an exit, raised by the outcome's own code
+        raise TaskAborted(error) from error
