@@ -157,3 +157,10 @@ async def exits_from_signal_handler() -> str:
     os.kill(os.getpid(), signal.SIGUSR1)
     await asyncio.sleep(5)
     return "not reached"
+
+
+async def stops_the_loop() -> str:
+    """Stop the running event loop (``loop.stop()``), then carry on and return."""
+    asyncio.get_running_loop().stop()
+    await asyncio.sleep(0.1)
+    return "ok"

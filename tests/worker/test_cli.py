@@ -123,6 +123,23 @@ class TestWorkerCli:
         assert status == 70
         assert "SystemExit(3) ended the event loop" in process.stderr.read()
 
+    async def test_worker_task_stopping_the_loop_fails_nothing(self) -> None:
+        """Given a task that stops the worker's event loop (loop.stop()), when it runs,
+        then the loop runs again: the task returns, the worker answers idle, and a
+        later stop ends it with status 0 (it died of a RuntimeError, tasks lost)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        # Act
+        async with WorkerConnection(address) as connection:
+            result = await connection.dispatch(tasks.stops_the_loop)
+            idle = await connection.idle_time(timeout=5)
+            await connection.stop(1.0, timeout=15)
+        status = await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert (result, idle >= 0, status) == ("ok", True, 0)
+        assert "a task stopped the event loop" in process.stderr.read()
+
     def test_worker_on_unix_socket(self, tmp_path: Path) -> None:
         """Given a worker on a Unix socket, when polled through the CLI, then it answers."""
         # Arrange

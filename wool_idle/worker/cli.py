@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator
-from typing import Final
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, Final
 
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
 from wool_idle.cli.parser import Parser, help_from_docstring
@@ -155,7 +155,8 @@ def run_worker(args: argparse.Namespace) -> int:
 
     Prints the address clients should use on one line once it serves. A task
     that raises SystemExit or KeyboardInterrupt (itself, in a task it starts,
-    in a callback it schedules) fails alone; an exit that still ends the event
+    in a callback it schedules) fails alone; a task that stops the event loop
+    (``loop.stop()``) has it run again; an exit that still ends the event
     loop (one raised by a signal handler a task installed) is logged and the
     worker exits 70 rather than hang.
     """
@@ -164,10 +165,23 @@ def run_worker(args: argparse.Namespace) -> int:
     configure_logging(args)
     try:
         with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
-            return runner.run(_serve(args, tls, authorization))
+            return _run_through_stops(runner.get_loop(), _serve(args, tls, authorization))
     except EXITS as exit_:
         log.critical("%s ended the event loop; tasks in flight are lost", safe_repr(exit_))
         return EXIT_LOOP_ENDED
+
+
+def _run_through_stops(loop: asyncio.AbstractEventLoop, main: Coroutine[Any, Any, int]) -> int:
+    """Run ``main`` on ``loop`` to its end, running the loop again each time a task
+    stopped it (``loop.stop()``) before ``main`` was done."""
+    serving = loop.create_task(main)
+    while True:
+        try:
+            return loop.run_until_complete(serving)
+        except RuntimeError:  # "Event loop stopped before Future completed."
+            if serving.done():
+                raise
+            log.error("a task stopped the event loop; the worker goes on")
 
 
 async def _serve(
