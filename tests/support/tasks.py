@@ -164,3 +164,34 @@ async def stops_the_loop() -> str:
     asyncio.get_running_loop().stop()
     await asyncio.sleep(0.1)
     return "ok"
+
+
+async def _template() -> None:
+    """Lends its code object to ``PosingAsCoroutineFunction``."""
+
+
+class ExitOnTypeCheck:
+    """An object whose ``isinstance`` check (it reads ``__class__``) calls ``sys.exit``."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "__class__":
+            sys.exit(4)
+        return object.__getattribute__(self, name)
+
+
+class PosingAsCoroutineFunction:
+    """A callable that ``inspect.iscoroutinefunction`` takes for one (it looks like a
+    function with a coroutine's code) and that returns an ``ExitOnTypeCheck``."""
+
+    def __init__(self) -> None:
+        self.__name__ = "posing"
+        self.__code__ = _template.__code__
+        self.__defaults__ = None
+        self.__kwdefaults__ = None
+        self.__annotations__: dict[str, object] = {}
+
+    def __call__(self) -> ExitOnTypeCheck:
+        return ExitOnTypeCheck()
+
+    def __repr__(self) -> str:
+        return "PosingAsCoroutineFunction()"

@@ -228,6 +228,22 @@ class TestTaskIsolationOfPickling:
         assert isinstance(outcome, DispatchRejected) and "SystemExit(5)" in str(outcome)
         assert survived
 
+    async def test_dispatch_return_exiting_when_type_checked_is_rejected(self, busy_worker) -> None:
+        """Given a callable posing as a coroutine function whose return value calls
+        sys.exit when the worker checks whether it is a coroutine, then the task is
+        rejected (DispatchRejected; the call hung, never answered), and the worker and
+        its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        dispatch = connection.dispatch(tasks.PosingAsCoroutineFunction())  # type: ignore[arg-type]
+        # Act
+        outcome, survived = await witness_survives(
+            worker, connection, gate, asyncio.wait_for(dispatch, 10)
+        )
+        # Assert
+        assert isinstance(outcome, DispatchRejected) and "SystemExit(4)" in str(outcome)
+        assert survived
+
 
 class TestTaskIsolationBeyondTheTask:
     @pytest.mark.parametrize("how", ["inner_task", "call_soon", "call_later", "done_callback"])

@@ -183,8 +183,9 @@ _REFUSALS: Final = {
 def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
     """The coroutine the pickled ``task`` asks for, or a ``Nack`` saying why not.
 
-    Unpickling and calling run the caller's code: whatever it raises, an exit
-    included, refuses this task only (a ``Nack``: the task never started).
+    Unpickling, calling and checking what the call returned run the caller's
+    code: whatever it raises, an exit included, refuses this task only (a
+    ``Nack``: the task never started).
     """
     try:
         function, args, kwargs = cloudpickle.loads(task)
@@ -194,10 +195,10 @@ def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
         if not inspect.iscoroutinefunction(function):
             return Nack(reason=f"{safe_repr(function)} is not a coroutine function")
         coroutine = function(*args, **kwargs)
+        if not asyncio.iscoroutine(coroutine):  # its type check runs its code too
+            return Nack(reason=f"{safe_repr(function)} returned no coroutine")
     except BaseException as error:  # arguments that do not fit, or a hostile callable
         return Nack(reason=f"cannot call {safe_repr(function)}: {safe_repr(error)}")
-    if not asyncio.iscoroutine(coroutine):
-        return Nack(reason=f"{safe_repr(function)} returned no coroutine")
     return coroutine
 
 
