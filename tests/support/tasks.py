@@ -179,6 +179,20 @@ class ExitOnTypeCheck:
         return object.__getattribute__(self, name)
 
 
+class ErrorExitingOnTypeCheck(Exception):
+    """An exception whose ``isinstance`` check against another class (it reads
+    ``__class__``) calls ``sys.exit``."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "__class__":
+            sys.exit(4)
+        return Exception.__getattribute__(self, name)
+
+
+async def raises_error_exiting_on_type_check() -> None:
+    raise ErrorExitingOnTypeCheck("sly")
+
+
 class PosingAsCoroutineFunction:
     """A callable that ``inspect.iscoroutinefunction`` takes for one (it looks like a
     function with a coroutine's code) and that returns an ``ExitOnTypeCheck``."""

@@ -244,6 +244,23 @@ class TestTaskIsolationOfPickling:
         assert isinstance(outcome, DispatchRejected) and "SystemExit(4)" in str(outcome)
         assert survived
 
+    async def test_dispatch_exception_exiting_when_type_checked_is_answered(
+        self, busy_worker
+    ) -> None:
+        """Given a task raising an exception whose type check (its __class__) calls
+        sys.exit, then the caller gets a RuntimeError describing it (the call hung
+        after the Ack, never answered), and the worker and its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        dispatch = connection.dispatch(tasks.raises_error_exiting_on_type_check)
+        # Act
+        outcome, survived = await witness_survives(
+            worker, connection, gate, asyncio.wait_for(dispatch, 10)
+        )
+        # Assert
+        assert isinstance(outcome, RuntimeError) and "ErrorExitingOnTypeCheck" in str(outcome)
+        assert survived
+
 
 class TestTaskIsolationBeyondTheTask:
     @pytest.mark.parametrize("how", ["inner_task", "call_soon", "call_later", "done_callback"])

@@ -212,7 +212,7 @@ async def _outcome(task: asyncio.Task[Any]) -> Response:
     if task.cancelled():
         return Response(exception=_pickle(TaskCancelled("task cancelled by worker shutdown")))
     error = task.exception()
-    if isinstance(error, TaskExit):
+    if type(error) is TaskExit:  # isinstance would run the exception's __class__ lookup
         error = error.exit
     if error is not None:
         return Response(exception=_pickle(error))
