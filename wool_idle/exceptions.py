@@ -75,7 +75,11 @@ class TaskAborted(WoolError):
     """
 
     def __init__(self, exception: BaseException) -> None:
-        super().__init__(f"task raised {exception!r}")
+        try:
+            described = repr(exception)
+        except BaseException:  # the worker's code: its __repr__ may even exit
+            described = f"<{type(exception).__name__} with a failing repr>"
+        super().__init__(f"task raised {described}")
         self.exception = exception
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

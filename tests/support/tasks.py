@@ -209,3 +209,27 @@ class PosingAsCoroutineFunction:
 
     def __repr__(self) -> str:
         return "PosingAsCoroutineFunction()"
+
+
+class AbortExitingWhenDescribed(BaseException):
+    """A ``BaseException`` whose ``repr`` calls ``sys.exit``, and, once unpickled (on
+    the caller), so does its ``isinstance`` check against another class."""
+
+    armed = False
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, armed=True)
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "__class__" and BaseException.__getattribute__(self, "armed"):
+            sys.exit(6)
+        return BaseException.__getattribute__(self, name)
+
+    def __repr__(self) -> str:
+        sys.exit(7)
+
+
+async def aborts_exiting_when_described() -> None:
+    abort = AbortExitingWhenDescribed()
+    abort.note = "pickled with its state, so unpickling arms it"  # type: ignore[attr-defined]
+    raise abort

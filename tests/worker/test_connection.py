@@ -10,7 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.raw import UNDECODABLE, RawWorker
-from support.tasks import echo, outcome_exiting_when_unpickled, sized
+from support.tasks import (
+    aborts_exiting_when_described,
+    echo,
+    outcome_exiting_when_unpickled,
+    sized,
+)
 
 from wool_idle.contract import stop_deadline, valid_idle
 from wool_idle.exceptions import (
@@ -333,6 +338,22 @@ class TestDispatchOutcomeUnpickling:
         # Assert
         assert isinstance(aborted.value.exception, SystemExit)
         assert aborted.value.exception.code == code
+
+    async def test_dispatch_abort_exiting_when_described_is_task_aborted(
+        self, start_server
+    ) -> None:
+        """Given a task raising a BaseException whose repr and type check call sys.exit
+        on the caller's side, when it is dispatched, then the caller gets TaskAborted
+        carrying it: its code cannot end the caller's process."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(TaskAborted) as aborted:
+                await connection.dispatch(aborts_exiting_when_described)
+        # Assert
+        assert type(aborted.value.exception).__name__ == "AbortExitingWhenDescribed"
+        assert "failing repr" in str(aborted.value)
 
 
 class TestContractHelpers:

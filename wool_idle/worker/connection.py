@@ -227,11 +227,12 @@ def _unwrap(responses: list[Response]) -> Any:
     if kinds[1] == "result":
         return _loads(responses[1].result)
     error = _loads(responses[1].exception)
-    if isinstance(error, Exception):
+    kind = type(error)  # isinstance would run the object's own __class__ lookup
+    if issubclass(kind, Exception):
         raise error
-    if isinstance(error, BaseException):
+    if issubclass(kind, BaseException):
         raise TaskAborted(error) from error
-    raise MalformedReply("dispatch", f"exception payload is a {type(error).__name__}")
+    raise MalformedReply("dispatch", f"exception payload is a {kind.__name__}")
 
 
 def _loads(outcome: bytes) -> Any:
