@@ -81,3 +81,27 @@ class TestContainingEventLoop:
         assert isinstance(inner_exit, SystemExit) and inner_exit.code == 9
         for code in (1, 2, 3, 4, 5, 9):
             assert f"contained SystemExit({code})" in caplog.text
+
+    def test_run_exit_in_exception_handler_ends_only_it(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given the worker's loop with an exception handler that calls sys.exit (one a
+        task installed), when a callback fails, then the exit is logged and the loop
+        runs on to the end of the main coroutine (the worker exited 70)."""
+
+        async def main() -> str:
+            loop = asyncio.get_running_loop()
+            loop.set_exception_handler(lambda _loop, _context: sys.exit(6))
+            loop.call_soon(lambda: 1 / 0)
+            await asyncio.sleep(0.05)
+            return "finished"
+
+        # Act
+        with (
+            caplog.at_level(logging.ERROR, logger="wool_idle.worker.containment"),
+            asyncio.Runner(loop_factory=ContainingEventLoop) as runner,
+        ):
+            finished = runner.run(main())
+        # Assert
+        assert finished == "finished"
+        assert "contained SystemExit(6)" in caplog.text

@@ -14,7 +14,9 @@ task in flight. Two layers keep them in:
   exit it raises is logged and ends that callback only. A task's steps are
   such callbacks, so a task started by a task (``asyncio.create_task``) that
   exits ends with that exception, and whoever awaits it gets it; done
-  callbacks are scheduled through ``call_soon`` too.
+  callbacks are scheduled through ``call_soon`` too. So does the exception
+  handler, which a task may replace (``set_exception_handler``) with one that
+  exits when a callback fails.
 
 Not contained: a callback given to ``add_signal_handler`` (asyncio runs it
 without going through any of those methods). An exit raised there still ends
@@ -106,6 +108,9 @@ class ContainingEventLoop(asyncio.SelectorEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         return super().call_soon_threadsafe(_containing(callback), *args, context=context)
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        _containing(super().call_exception_handler)(context)
 
     def add_reader(
         self, fd: FileDescriptorLike, callback: Callable[[*Ts], object], *args: *Ts
