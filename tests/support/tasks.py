@@ -233,3 +233,13 @@ async def aborts_exiting_when_described() -> None:
     abort = AbortExitingWhenDescribed()
     abort.note = "pickled with its state, so unpickling arms it"  # type: ignore[attr-defined]
     raise abort
+
+
+class SurrogateRepr:
+    """A callable that is no coroutine function, whose ``repr`` is not valid UTF-8."""
+
+    def __call__(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "surrogate \udc80"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ import cloudpickle
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from support.tasks import echo, gated, not_a_coroutine, sized, sleep_for
+from support.tasks import SurrogateRepr, echo, gated, not_a_coroutine, sized, sleep_for
 
 from wool_idle.exceptions import (
     DispatchRejected,
@@ -173,6 +174,29 @@ class TestWorkerService:
         assert await running == "ok"
         assert not server.service.stopping.is_set()
         await connection.close()
+
+    @pytest.mark.parametrize(
+        ("function", "quoted"),
+        [
+            (functools.partial(not_a_coroutine, b"\x00" * 1_500_000), "..."),
+            (SurrogateRepr(), "surrogate \\udc80"),
+        ],
+    )
+    async def test_dispatch_refusal_quoting_the_callable_is_rejected(
+        self, start_server, function: object, quoted: str
+    ) -> None:
+        """Given a callable that is no coroutine function and whose repr is megabytes
+        long (or holds a lone surrogate), when it is dispatched, then the caller gets
+        DispatchRejected quoting it in short (the Nack exceeded the client's receive
+        limit, a TransientRpcError, or did not serialize, an RpcError)."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(DispatchRejected) as rejected:
+                await connection.dispatch(function)  # type: ignore[arg-type]
+        # Assert
+        assert quoted in str(rejected.value) and len(str(rejected.value)) <= 1000
 
     async def test_dispatch_returns_result_and_exception(self, start_server) -> None:
         """Given a worker, when tasks are dispatched that return and that raise, then

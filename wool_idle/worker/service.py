@@ -34,6 +34,9 @@ Backpressure = Callable[["WorkerService"], bool]
 Context: TypeAlias = Any
 """``grpc.aio.ServicerContext``; grpcio ships no type information."""
 
+MAX_REASON_CHARS: Final = 1000
+"""The longest ``Nack`` reason sent: it quotes the caller's objects, whose reprs may be
+megabytes, and a reply over the client's receive limit would read as a transient error."""
 MAX_OUTCOME_BYTES: Final = 4 * 1024 * 1024
 """The largest result or exception message sent back: gRPC's default receive limit,
 which our client and wool's keep. A larger outcome is answered as ``OutcomeTooLarge``."""
@@ -165,7 +168,7 @@ class WorkerService:
         try:
             uuid.UUID(request.task_id)
         except ValueError:
-            return Nack(reason=f"malformed task id {request.task_id!r}")
+            return _refusal(f"malformed task id {request.task_id!r}")
         coroutine = _coroutine_of(request.task)
         if isinstance(coroutine, Nack):
             return coroutine
@@ -180,6 +183,14 @@ _REFUSALS: Final = {
 }
 
 
+def _refusal(reason: str) -> Nack:
+    """A ``Nack`` giving ``reason``, cut to ``MAX_REASON_CHARS``, lone surrogates (a
+    ``__repr__`` may return any str; protobuf text must be UTF-8) escaped."""
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[: MAX_REASON_CHARS - 3] + "..."
+    return Nack(reason=reason.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
 def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
     """The coroutine the pickled ``task`` asks for, or a ``Nack`` saying why not.
 
@@ -190,15 +201,15 @@ def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
     try:
         function, args, kwargs = cloudpickle.loads(task)
     except BaseException as error:  # the caller's code: whatever it raises, exits too
-        return Nack(reason=f"undecodable task: {safe_repr(error)}")
+        return _refusal(f"undecodable task: {safe_repr(error)}")
     try:
         if not inspect.iscoroutinefunction(function):
-            return Nack(reason=f"{safe_repr(function)} is not a coroutine function")
+            return _refusal(f"{safe_repr(function)} is not a coroutine function")
         coroutine = function(*args, **kwargs)
         if not asyncio.iscoroutine(coroutine):  # its type check runs its code too
-            return Nack(reason=f"{safe_repr(function)} returned no coroutine")
+            return _refusal(f"{safe_repr(function)} returned no coroutine")
     except BaseException as error:  # arguments that do not fit, or a hostile callable
-        return Nack(reason=f"cannot call {safe_repr(function)}: {safe_repr(error)}")
+        return _refusal(f"cannot call {safe_repr(function)}: {safe_repr(error)}")
     return coroutine
 
 
