@@ -152,6 +152,14 @@ def from_loggers(*names: str) -> Callable[[logging.LogRecord], bool]:
     return picks
 
 
+def log_repeats_once(*names: str) -> None:
+    """Add a ``OncePerKind`` filter for the loggers ``names`` (and their children) to
+    the root logger's handlers (call after logging is configured)."""
+    once = OncePerKind(from_loggers(*names))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(once)
+
+
 def quiet_grpc() -> None:
     """Silence gRPC's C-core chatter (its errors go straight to stderr, past every
     log filter); call before grpc is first imported, which is when it reads this."""

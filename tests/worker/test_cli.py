@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 from support import tasks
 from support.processes import run_cli, spawn_cli
@@ -16,6 +17,7 @@ from support.scripted import ScriptedWorker
 from support.tls import client_flags
 
 from wool_idle.exceptions import WoolError
+from wool_idle.proto import IDLE
 from wool_idle.worker import WorkerConnection
 
 
@@ -139,6 +141,23 @@ class TestWorkerCli:
         # Assert
         assert (result, idle >= 0, status) == ("ok", True, 0)
         assert "a task stopped the event loop" in process.stderr.read()
+
+    async def test_worker_logs_a_repeated_grpc_error_once(self) -> None:
+        """Given a worker, when clients send it idle requests that do not decode, then
+        gRPC's error about them is logged once, not once per request (any client
+        could flood the log with tracebacks)."""
+        # Arrange
+        process, address = start_worker()
+        # Act
+        async with grpc.aio.insecure_channel(address) as channel:
+            idle = channel.unary_unary(IDLE, request_serializer=bytes, response_deserializer=bytes)
+            for _ in range(5):
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await idle(b"\xff\xff", timeout=5)
+        process.terminate()
+        await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert process.stderr.read().count("Unexpected [DecodeError]") == 1
 
     def test_worker_on_unix_socket(self, tmp_path: Path) -> None:
         """Given a worker on a Unix socket, when polled through the CLI, then it answers."""

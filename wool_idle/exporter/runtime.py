@@ -10,7 +10,7 @@ import logging
 import resource
 from typing import Final
 
-from wool_idle.logs import OncePerKind, from_loggers
+from wool_idle.logs import log_repeats_once
 
 log = logging.getLogger("wool_idle.exporter")
 
@@ -64,6 +64,4 @@ def settle_garbage_collector() -> None:
 def log_repeating_errors_once() -> None:
     """Add a ``OncePerKind`` filter for ``REPEATING_LOGGERS`` to the root logger's
     handlers (call after logging is configured)."""
-    once = OncePerKind(from_loggers(*REPEATING_LOGGERS))
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(once)
+    log_repeats_once(*REPEATING_LOGGERS)

@@ -31,6 +31,7 @@ from wool_idle.cli.values import (
 )
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
+from wool_idle.logs import log_repeats_once
 from wool_idle.worker.auth import MethodPolicy
 from wool_idle.worker.connection import WorkerConnection
 from wool_idle.worker.containment import (
@@ -163,6 +164,7 @@ def run_worker(args: argparse.Namespace) -> int:
     tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
     configure_logging(args)
+    log_repeats_once("grpc")  # one line per malformed request would let any client flood
     try:
         with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
             return _run_through_stops(runner.get_loop(), _serve(args, tls, authorization))
