@@ -205,6 +205,20 @@ class TestWorkerConnection:
         with pytest.raises(ValueError, match="invalid address"):
             WorkerConnection(target)
 
+    @pytest.mark.parametrize("grace", [math.nan, -1e-50, 1e-50])
+    async def test_stop_grace_meaningless_on_the_wire_raises(self, scripted, grace) -> None:
+        """Given a NaN grace, or one so small that the wire's 32-bit float makes it 0
+        (a negative one meant: wait indefinitely), when stop is awaited with it, then
+        ValueError without calling the worker (one would cancel its tasks at once)."""
+        # Arrange
+        worker = await scripted(seconds=1.0)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            with pytest.raises(ValueError, match="grace"):
+                await connection.stop(grace)
+        # Assert
+        assert worker.stop_requests == []
+
 
 class TestUndecodableReplies:
     @pytest.mark.parametrize("method", ["idle_time", "idle_report", "stop", "dispatch"])

@@ -22,7 +22,7 @@ from wool_idle.exceptions import (
     TaskCancelled,
     TransientRpcError,
 )
-from wool_idle.proto import DISPATCH, Request, Response
+from wool_idle.proto import DISPATCH, STOP, Request, Response, StopRequest, Void
 from wool_idle.worker import WorkerConnection, WorkerService
 
 
@@ -165,12 +165,18 @@ class TestWorkerService:
         gate = tmp_path / "gate"
         running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
         await poll_until(lambda: len(server.service.in_flight) == 1)
-        # Act
-        with pytest.raises(RpcError) as raised:
-            await connection.stop(float("nan"))
+        # Act (raw: WorkerConnection itself refuses a NaN grace)
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stop = channel.unary_unary(
+                STOP,
+                request_serializer=StopRequest.SerializeToString,
+                response_deserializer=Void.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await stop(StopRequest(timeout=float("nan")))
         gate.touch()
         # Assert
-        assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert await running == "ok"
         assert not server.service.stopping.is_set()
         await connection.close()

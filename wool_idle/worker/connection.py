@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -149,10 +150,14 @@ class WorkerConnection:
         ``if_idle_for``, our worker refuses (``StopRefused``) unless it has been
         idle at least that long; a wool worker ignores the condition (see
         ``IdleReport.conditional_stop``). ``timeout`` is the call's deadline
-        and must exceed a non-negative grace.
+        and must exceed a non-negative grace. ``ValueError`` before any call for
+        a NaN grace or one that is 0 as the wire's 32-bit float (``-1e-50``):
+        a worker might cancel in-flight tasks at once.
         """
         deadline = check_timeout(timeout)
         request = StopRequest(timeout=grace)
+        if math.isnan(grace) or (request.timeout == 0) != (grace == 0):
+            raise ValueError(f"grace {grace!r} has no meaning as a 32-bit float on the wire")
         if if_idle_for is not None:
             request.if_idle_for = if_idle_for
         async with self._call() as stubs:
