@@ -243,3 +243,10 @@ class SurrogateRepr:
 
     def __repr__(self) -> str:
         return "surrogate \udc80"
+
+
+async def awaits_a_cancelled_future() -> None:
+    """End cancelled without any stop: await a future something else cancelled."""
+    future = asyncio.get_running_loop().create_future()
+    future.cancel()
+    await future

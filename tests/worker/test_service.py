@@ -12,13 +12,22 @@ import cloudpickle
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from support.tasks import SurrogateRepr, echo, gated, not_a_coroutine, sized, sleep_for
+from support.tasks import (
+    SurrogateRepr,
+    awaits_a_cancelled_future,
+    echo,
+    gated,
+    not_a_coroutine,
+    sized,
+    sleep_for,
+)
 
 from wool_idle.exceptions import (
     DispatchRejected,
     OutcomeTooLarge,
     RpcError,
     StopRefused,
+    TaskAborted,
     TaskCancelled,
     TransientRpcError,
 )
@@ -279,6 +288,24 @@ class TestWorkerService:
             assert isinstance(outcome[0], TaskCancelled)
         assert server.service.stopped.is_set()
         await connection.close()
+
+    async def test_dispatch_task_ending_cancelled_by_itself_is_not_task_cancelled(
+        self, start_server
+    ) -> None:
+        """Given a task that ends cancelled with no stop (it awaited a cancelled
+        future), when it is dispatched, then the caller gets TaskAborted carrying a
+        CancelledError, its own failure, not TaskCancelled, which says a stop's grace
+        ran out; the worker keeps serving."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(TaskAborted) as aborted:
+                await connection.dispatch(awaits_a_cancelled_future)
+            after = await connection.dispatch(echo, 1)
+        # Assert
+        assert isinstance(aborted.value.exception, asyncio.CancelledError)
+        assert after == 1 and not server.service.stopping.is_set()
 
     async def test_dispatch_during_shutdown_unavailable(self, start_server, tmp_path: Path) -> None:
         """Given a worker draining a task, when a new task is dispatched and a second

@@ -14,7 +14,7 @@ import inspect
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine
 from typing import Any, Final, TypeAlias
 
 import cloudpickle
@@ -70,6 +70,7 @@ class WorkerService:
         self.stopped = asyncio.Event()
         self._backpressure = backpressure
         self._drain: asyncio.Task[None] | None = None
+        self._cancelled_by_stop: set[asyncio.Future[Any]] = set()
 
     async def idle(self, request: Void, context: Context) -> IdleTime:
         """Answer the seconds since the in-flight set last emptied (0 while busy), and
@@ -134,6 +135,7 @@ class WorkerService:
         pending = set(self.in_flight)
         if pending and grace != 0:
             _, pending = await asyncio.wait(pending, timeout=None if grace < 0 else grace)
+        self._cancelled_by_stop |= pending
         for task in pending:
             task.cancel()
         if pending:
@@ -157,7 +159,8 @@ class WorkerService:
             yield Response(nack=admitted)
             return
         yield Response(ack=Ack())
-        yield _bounded(await _outcome(admitted), self.max_outcome_bytes)
+        outcome = await _outcome(admitted, self._cancelled_by_stop)
+        yield _bounded(outcome, self.max_outcome_bytes)
 
     def _admit(self, request: Request) -> asyncio.Task[Any] | Nack | grpc.StatusCode:
         """Start and track the task, or say why not. Synchronous on purpose."""
@@ -213,15 +216,23 @@ def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
     return coroutine
 
 
-async def _outcome(task: asyncio.Task[Any]) -> Response:
-    """Wait for ``task`` (cancelling it if the caller goes away) and wrap its outcome."""
+async def _outcome(
+    task: asyncio.Task[Any], cancelled_by_stop: Collection[asyncio.Future[Any]]
+) -> Response:
+    """Wait for ``task`` (cancelling it if the caller goes away) and wrap its outcome:
+    ``TaskCancelled`` if a stop cancelled it, a ``CancelledError`` (the task's own
+    failure) if it ended cancelled otherwise (it awaited something cancelled)."""
     try:
         await asyncio.wait([task])
     except asyncio.CancelledError:
         task.cancel()
         raise
     if task.cancelled():
-        return Response(exception=_pickle(TaskCancelled("task cancelled by worker shutdown")))
+        if task in cancelled_by_stop:
+            cancelled: BaseException = TaskCancelled("task cancelled by worker shutdown")
+        else:
+            cancelled = asyncio.CancelledError("the task ended cancelled; no stop cancelled it")
+        return Response(exception=_pickle(cancelled))
     error = task.exception()
     if type(error) is TaskExit:  # isinstance would run the exception's __class__ lookup
         error = error.exit
