@@ -75,8 +75,8 @@ class TaskAborted(WoolError):
     """
 
     def __init__(self, exception: BaseException) -> None:
-        try:
-            described = repr(exception)
+        try:  # a plain str: a str subclass's __format__ would be the worker's code too
+            described = str.__str__(repr(exception))
         except BaseException:  # the worker's code: its __repr__ may even exit
             described = f"<{type(exception).__name__} with a failing repr>"
         super().__init__(f"task raised {described}")

@@ -250,3 +250,41 @@ async def awaits_a_cancelled_future() -> None:
     future = asyncio.get_running_loop().create_future()
     future.cancel()
     await future
+
+
+class ExitingText(str):
+    """Text whose formatting (``format``, an f-string, ``str``, ``%s``) calls
+    ``sys.exit``: what a ``__repr__`` returning a ``str`` subclass may bring along."""
+
+    def __format__(self, spec: str) -> str:
+        sys.exit(8)
+
+    def __str__(self) -> str:
+        sys.exit(8)
+
+
+class AbortDescribedByExitingText(BaseException):
+    """A ``BaseException`` whose ``repr`` is an ``ExitingText``."""
+
+    def __repr__(self) -> str:
+        return ExitingText("described")
+
+
+async def aborts_described_by_exiting_text() -> None:
+    raise AbortDescribedByExitingText()
+
+
+async def exits_beside_described_by_exiting_text() -> str:
+    """Schedule a callback raising a ``SystemExit`` whose ``repr`` is an ``ExitingText``,
+    then finish normally."""
+
+    class DescribedExit(SystemExit):
+        def __repr__(self) -> str:
+            return ExitingText("described")
+
+    def leave() -> None:
+        raise DescribedExit(3)
+
+    asyncio.get_running_loop().call_soon(leave)
+    await asyncio.sleep(0.1)
+    return "ok"

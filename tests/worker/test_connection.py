@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.raw import UNDECODABLE, RawWorker
 from support.tasks import (
+    aborts_described_by_exiting_text,
     aborts_exiting_when_described,
     echo,
     outcome_exiting_when_unpickled,
@@ -368,6 +369,21 @@ class TestDispatchOutcomeUnpickling:
         # Assert
         assert type(aborted.value.exception).__name__ == "AbortExitingWhenDescribed"
         assert "failing repr" in str(aborted.value)
+
+    async def test_dispatch_abort_described_by_exiting_text_is_task_aborted(
+        self, start_server
+    ) -> None:
+        """Given a task raising a BaseException whose repr is a str subclass that calls
+        sys.exit when formatted, when it is dispatched, then the caller gets
+        TaskAborted quoting that text (formatting it ended the caller's process)."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(TaskAborted) as aborted:
+                await connection.dispatch(aborts_described_by_exiting_text)
+        # Assert
+        assert str(aborted.value) == "task raised described"
 
 
 class TestContractHelpers:

@@ -8,6 +8,7 @@ import os
 import sys
 
 import pytest
+from support.tasks import AbortDescribedByExitingText
 
 from wool_idle.worker.containment import ContainingEventLoop, TaskExit, contained, safe_repr
 
@@ -36,6 +37,14 @@ class TestSafeRepr:
     def test_safe_repr_of_a_failing_repr_names_the_type(self) -> None:
         """Given an object whose __repr__ exits, then its type is named instead."""
         assert safe_repr(FailingRepr()) == "<FailingRepr with a failing repr>"
+
+    def test_safe_repr_of_a_str_subclass_repr_is_plain_text(self) -> None:
+        """Given an object whose __repr__ returns a str subclass whose formatting
+        exits, then safe_repr gives its text as a plain str, which formats safely."""
+        # Act
+        text = safe_repr(AbortDescribedByExitingText())
+        # Assert
+        assert (type(text), f"{text}", str(text)) == (str, "described", "described")
 
 
 class TestContainingEventLoop:

@@ -279,3 +279,18 @@ class TestTaskIsolationBeyondTheTask:
         )
         # Assert
         assert (outcome, survived) == (how, True)
+
+    async def test_dispatch_exit_beside_described_by_exiting_text_ends_only_that(
+        self, busy_worker
+    ) -> None:
+        """Given a task scheduling a callback raising a SystemExit whose repr is a str
+        subclass that calls sys.exit when formatted, then only that callback ends: the
+        task returns, and the worker and its other task carry on (logging the contained
+        exit ended the worker's event loop, exit 70)."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        dispatch = connection.dispatch(tasks.exits_beside_described_by_exiting_text)
+        # Act
+        outcome, survived = await witness_survives(worker, connection, gate, dispatch)
+        # Assert
+        assert (outcome, survived) == ("ok", True)

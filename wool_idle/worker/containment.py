@@ -63,9 +63,11 @@ async def contained(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
 def safe_repr(thing: object) -> str:
     """``repr(thing)``, or its type's name if its ``repr`` itself raises (a
-    hostile ``__repr__`` may raise anything, an exit included)."""
+    hostile ``__repr__`` may raise anything, an exit included). Always a plain
+    ``str``: a ``str`` subclass that a ``__repr__`` returns would run code of its
+    own (``__format__``, ``__str__``) wherever the text is formatted or logged."""
     try:
-        return repr(thing)
+        return str.__str__(repr(thing))
     except BaseException:
         return f"<{type(thing).__name__} with a failing repr>"
 
