@@ -288,3 +288,21 @@ async def exits_beside_described_by_exiting_text() -> str:
     asyncio.get_running_loop().call_soon(leave)
     await asyncio.sleep(0.1)
     return "ok"
+
+
+_LINGERING: set[asyncio.Task[None]] = set()
+
+
+async def leaves_a_task_stopping_the_loop_when_cancelled() -> str:
+    """Leave a task behind that stops the event loop (``loop.stop()``) when it is
+    cancelled, as the worker's shutdown cancels every task left, then return."""
+
+    async def linger() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            asyncio.get_running_loop().stop()
+
+    lingering = asyncio.create_task(linger())
+    _LINGERING.add(lingering)
+    return "ok"

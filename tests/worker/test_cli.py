@@ -142,6 +142,22 @@ class TestWorkerCli:
         assert (result, idle >= 0, status) == ("ok", True, 0)
         assert "a task stopped the event loop" in process.stderr.read()
 
+    async def test_worker_task_stopping_the_loop_at_shutdown_exits_0(self) -> None:
+        """Given a task that left a task behind which stops the event loop when it is
+        cancelled, when the worker is stopped (shutdown cancels the tasks left), then
+        it still exits 0 (it died of a RuntimeError, exit 1: systemd's
+        Restart=on-failure brought a retired worker back)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        # Act
+        async with WorkerConnection(address) as connection:
+            await connection.dispatch(tasks.leaves_a_task_stopping_the_loop_when_cancelled)
+            await connection.stop(1.0, timeout=15)
+        status = await asyncio.to_thread(process.wait, 30)
+        # Assert
+        assert status == 0, process.stderr.read()
+
     async def test_worker_logs_a_repeated_grpc_error_once(self) -> None:
         """Given a worker, when clients send it idle requests that do not decode, then
         gRPC's error about them is logged once, not once per request (any client

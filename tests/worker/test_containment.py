@@ -114,3 +114,58 @@ class TestContainingEventLoop:
         # Assert
         assert finished == "finished"
         assert "contained SystemExit(6)" in caplog.text
+
+    def test_run_until_complete_from_another_thread_is_refused(self) -> None:
+        """Given the worker's loop running, when a thread a task started runs it too
+        (which asyncio refuses), then the thread gets asyncio's RuntimeError at once,
+        and the coroutine it passed never runs (it was retried until it had run on
+        the loop, unsafely, one log line a try)."""
+        started = []
+
+        async def inner() -> None:
+            started.append(True)
+
+        def run_it_too(loop: asyncio.AbstractEventLoop) -> str:
+            coroutine = inner()
+            try:
+                loop.run_until_complete(coroutine)
+            except RuntimeError as error:
+                coroutine.close()
+                return str(error)
+            return "ran"
+
+        async def main() -> str:
+            refusal = await asyncio.to_thread(run_it_too, asyncio.get_running_loop())
+            await asyncio.sleep(0.01)
+            return refusal
+
+        # Act
+        with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
+            refusal = runner.run(main())
+        # Assert
+        assert (refusal, started) == ("This event loop is already running", [])
+
+    def test_run_until_complete_refuses_a_nested_run(self) -> None:
+        """Given the worker's loop, when a task runs it again from inside (which
+        asyncio refuses), then the task gets asyncio's RuntimeError, and the
+        coroutine it passed never runs (it is not run again and again, nor started)."""
+        started = []
+
+        async def inner() -> None:
+            started.append(True)
+
+        async def main() -> str:
+            coroutine = inner()
+            try:
+                asyncio.get_running_loop().run_until_complete(coroutine)
+            except RuntimeError as error:
+                coroutine.close()
+                await asyncio.sleep(0.01)
+                return str(error)
+            return "ran"
+
+        # Act
+        with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
+            refusal = runner.run(main())
+        # Assert
+        assert (refusal, started) == ("This event loop is already running", [])

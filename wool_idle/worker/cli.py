@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, Final
+from collections.abc import AsyncIterator
+from typing import Final
 
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
 from wool_idle.cli.parser import Parser, help_from_docstring
@@ -167,23 +167,10 @@ def run_worker(args: argparse.Namespace) -> int:
     log_repeats_once("grpc")  # one line per malformed request would let any client flood
     try:
         with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
-            return _run_through_stops(runner.get_loop(), _serve(args, tls, authorization))
+            return runner.run(_serve(args, tls, authorization))
     except EXITS as exit_:
         log.critical("%s ended the event loop; tasks in flight are lost", safe_repr(exit_))
         return EXIT_LOOP_ENDED
-
-
-def _run_through_stops(loop: asyncio.AbstractEventLoop, main: Coroutine[Any, Any, int]) -> int:
-    """Run ``main`` on ``loop`` to its end, running the loop again each time a task
-    stopped it (``loop.stop()``) before ``main`` was done."""
-    serving = loop.create_task(main)
-    while True:
-        try:
-            return loop.run_until_complete(serving)
-        except RuntimeError:  # "Event loop stopped before Future completed."
-            if serving.done():
-                raise
-            log.error("a task stopped the event loop; the worker goes on")
 
 
 async def _serve(

@@ -18,6 +18,10 @@ task in flight. Two layers keep them in:
   handler, which a task may replace (``set_exception_handler``) with one that
   exits when a callback fails.
 
+A task that stops the loop (``loop.stop()``) does not end a run either: the
+loop is run again until what it was run for is done, the worker's shutdown
+(``asyncio.Runner`` cancelling the tasks left) included.
+
 Not contained: a callback given to ``add_signal_handler`` (asyncio runs it
 without going through any of those methods). An exit raised there still ends
 the loop; the worker then logs it and exits ``EXIT_LOOP_ENDED`` (never hangs).
@@ -28,12 +32,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final, TypeVarTuple
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, TypeVar, TypeVarTuple
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike
 
+T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger(__name__)
@@ -110,6 +115,21 @@ class ContainingEventLoop(asyncio.SelectorEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         return super().call_soon_threadsafe(_containing(callback), *args, context=context)
+
+    def run_until_complete(self, future: Awaitable[T]) -> T:  # type: ignore[override]
+        """Run until ``future`` is done, again each time a task stopped the loop. A
+        run asyncio refuses (this loop running, from any thread, another loop running
+        in this thread, or this one closed) is refused alike."""
+        if self.is_running() or self.is_closed() or asyncio._get_running_loop() is not None:
+            return super().run_until_complete(future)
+        future = asyncio.ensure_future(future, loop=self)
+        while True:
+            try:
+                return super().run_until_complete(future)
+            except RuntimeError:  # "Event loop stopped before Future completed."
+                if future.done():
+                    raise
+                log.error("a task stopped the event loop; it runs again")
 
     def call_exception_handler(self, context: dict[str, Any]) -> None:
         _containing(super().call_exception_handler)(context)
