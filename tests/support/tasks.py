@@ -245,6 +245,13 @@ class SurrogateRepr:
         return "surrogate \udc80"
 
 
+class SurrogatesRepr(SurrogateRepr):
+    """A ``SurrogateRepr`` whose ``repr`` is two thousand lone surrogates."""
+
+    def __repr__(self) -> str:
+        return "\udc80" * 2000
+
+
 async def awaits_a_cancelled_future() -> None:
     """End cancelled without any stop: await a future something else cancelled."""
     future = asyncio.get_running_loop().create_future()

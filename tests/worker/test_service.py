@@ -14,6 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.tasks import (
     SurrogateRepr,
+    SurrogatesRepr,
     awaits_a_cancelled_future,
     echo,
     gated,
@@ -195,15 +196,17 @@ class TestWorkerService:
         [
             (functools.partial(not_a_coroutine, b"\x00" * 1_500_000), "..."),
             (SurrogateRepr(), "surrogate \\udc80"),
+            (SurrogatesRepr(), "\\udc80" * 160),
         ],
     )
     async def test_dispatch_refusal_quoting_the_callable_is_rejected(
         self, start_server, function: object, quoted: str
     ) -> None:
         """Given a callable that is no coroutine function and whose repr is megabytes
-        long (or holds a lone surrogate), when it is dispatched, then the caller gets
-        DispatchRejected quoting it in short (the Nack exceeded the client's receive
-        limit, a TransientRpcError, or did not serialize, an RpcError)."""
+        long (or holds lone surrogates), when it is dispatched, then the caller gets
+        DispatchRejected quoting it in 1000 characters at most (the Nack exceeded the
+        client's receive limit, a TransientRpcError, or did not serialize, an
+        RpcError; escaping 2000 surrogates after the cut made 5985 characters)."""
         # Arrange
         server = await start_server()
         # Act

@@ -187,11 +187,12 @@ _REFUSALS: Final = {
 
 
 def _refusal(reason: str) -> Nack:
-    """A ``Nack`` giving ``reason``, cut to ``MAX_REASON_CHARS``, lone surrogates (a
-    ``__repr__`` may return any str; protobuf text must be UTF-8) escaped."""
+    """A ``Nack`` giving ``reason``, lone surrogates (a ``__repr__`` may return any str;
+    protobuf text must be UTF-8) escaped, then cut to ``MAX_REASON_CHARS``."""
+    reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(reason) > MAX_REASON_CHARS:
         reason = reason[: MAX_REASON_CHARS - 3] + "..."
-    return Nack(reason=reason.encode("utf-8", "backslashreplace").decode("utf-8"))
+    return Nack(reason=reason)
 
 
 def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
