@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import cloudpickle
 import grpc
 import pytest
+from support.tasks import NameExitingType
 
 from wool_idle import exceptions
 from wool_idle.exceptions import (
@@ -51,3 +54,18 @@ class TestErrorTree:
         # Assert
         assert error.code is grpc.StatusCode.INTERNAL
         assert isinstance(error, RpcError) and not isinstance(error, TransientRpcError)
+
+    def test_task_aborted_describes_an_abort_named_by_exit(self) -> None:
+        """Given a BaseException whose repr and whose type's name (a metaclass's) call
+        sys.exit, when TaskAborted carries it, then its message names it by type and
+        address (reading the name exited, past the guard of the repr)."""
+
+        class AbortNamedByExit(BaseException, metaclass=NameExitingType):
+            def __repr__(self) -> str:
+                sys.exit(9)
+
+        # Act
+        aborted = TaskAborted(AbortNamedByExit())
+        # Assert
+        assert str(aborted).startswith("task raised <failing repr of <")
+        assert "AbortNamedByExit object at" in str(aborted)

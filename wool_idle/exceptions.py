@@ -77,8 +77,8 @@ class TaskAborted(WoolError):
     def __init__(self, exception: BaseException) -> None:
         try:  # a plain str: a str subclass's __format__ would be the worker's code too
             described = str.__str__(repr(exception))
-        except BaseException:  # the worker's code: its __repr__ may even exit
-            described = f"<{type(exception).__name__} with a failing repr>"
+        except BaseException:  # the worker's code: its __repr__, its type's __name__ may exit
+            described = f"<failing repr of {object.__repr__(exception)}>"
         super().__init__(f"task raised {described}")
         self.exception = exception
 

@@ -313,3 +313,23 @@ async def leaves_a_task_stopping_the_loop_when_cancelled() -> str:
     lingering = asyncio.create_task(linger())
     _LINGERING.add(lingering)
     return "ok"
+
+
+class NameExitingType(type):
+    """A metaclass whose classes' ``__name__`` calls ``sys.exit``."""
+
+    def __getattribute__(cls, name: str) -> object:
+        if name == "__name__":
+            sys.exit(9)
+        return type.__getattribute__(cls, name)
+
+
+async def raises_error_named_by_exit() -> None:
+    """Raise an exception whose type's name and whose ``repr`` call ``sys.exit``: its
+    class, made here, is pickled by value, which reads its name."""
+
+    class ErrorNamedByExit(Exception, metaclass=NameExitingType):
+        def __repr__(self) -> str:
+            sys.exit(9)
+
+    raise ErrorNamedByExit()

@@ -36,7 +36,8 @@ class TestContained:
 class TestSafeRepr:
     def test_safe_repr_of_a_failing_repr_names_the_type(self) -> None:
         """Given an object whose __repr__ exits, then its type is named instead."""
-        assert safe_repr(FailingRepr()) == "<FailingRepr with a failing repr>"
+        text = safe_repr(FailingRepr())
+        assert text.startswith("<failing repr of <") and "FailingRepr object at" in text
 
     def test_safe_repr_of_a_str_subclass_repr_is_plain_text(self) -> None:
         """Given an object whose __repr__ returns a str subclass whose formatting

@@ -261,6 +261,22 @@ class TestTaskIsolationOfPickling:
         assert isinstance(outcome, RuntimeError) and "ErrorExitingOnTypeCheck" in str(outcome)
         assert survived
 
+    async def test_dispatch_exception_named_by_exit_is_answered(self, busy_worker) -> None:
+        """Given a task raising an exception whose repr and whose type's name (a
+        metaclass's) call sys.exit, so that pickling and describing it exit, then the
+        caller gets a RuntimeError describing it (the call hung after the Ack, never
+        answered), and the worker and its other task carry on."""
+        # Arrange
+        worker, connection, gate = busy_worker
+        dispatch = connection.dispatch(tasks.raises_error_named_by_exit)
+        # Act
+        outcome, survived = await witness_survives(
+            worker, connection, gate, asyncio.wait_for(dispatch, 10)
+        )
+        # Assert
+        assert isinstance(outcome, RuntimeError) and "ErrorNamedByExit object" in str(outcome)
+        assert survived
+
 
 class TestTaskIsolationBeyondTheTask:
     @pytest.mark.parametrize("how", ["inner_task", "call_soon", "call_later", "done_callback"])

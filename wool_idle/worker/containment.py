@@ -67,14 +67,16 @@ async def contained(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
 
 def safe_repr(thing: object) -> str:
-    """``repr(thing)``, or its type's name if its ``repr`` itself raises (a
-    hostile ``__repr__`` may raise anything, an exit included). Always a plain
-    ``str``: a ``str`` subclass that a ``__repr__`` returns would run code of its
-    own (``__format__``, ``__str__``) wherever the text is formatted or logged."""
+    """``repr(thing)``, or ``object.__repr__``'s (its type and address) if its
+    ``repr`` itself raises (a hostile ``__repr__`` may raise anything, an exit
+    included; a metaclass may make even the type's ``__name__`` exit, which
+    ``object.__repr__`` does not look up). Always a plain ``str``: a ``str``
+    subclass that a ``__repr__`` returns would run code of its own
+    (``__format__``, ``__str__``) wherever the text is formatted or logged."""
     try:
         return str.__str__(repr(thing))
     except BaseException:
-        return f"<{type(thing).__name__} with a failing repr>"
+        return f"<failing repr of {object.__repr__(thing)}>"
 
 
 def _containing(callback: Callable[[*Ts], object]) -> Callable[[*Ts], object]:
