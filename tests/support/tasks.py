@@ -9,9 +9,11 @@ processes alike.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+import time
 
 import cloudpickle
 
@@ -312,6 +314,23 @@ async def leaves_a_task_stopping_the_loop_when_cancelled() -> str:
 
     lingering = asyncio.create_task(linger())
     _LINGERING.add(lingering)
+    return "ok"
+
+
+async def leaves_work_ignoring_its_end(what: str) -> str:
+    """Leave behind, then return: a task that ignores every cancellation (``what`` is
+    ``"task"``), or a blocking call of an hour on the loop's default executor
+    (``"thread"``): either holds the worker's clean-up without limit."""
+
+    async def ignore_cancellation() -> None:
+        while True:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    if what == "task":
+        _LINGERING.add(asyncio.create_task(ignore_cancellation()))
+    else:
+        asyncio.get_running_loop().run_in_executor(None, time.sleep, 3600)
     return "ok"
 
 

@@ -19,6 +19,7 @@ from support.tls import client_flags
 from wool_idle.exceptions import WoolError
 from wool_idle.proto import IDLE
 from wool_idle.worker import WorkerConnection
+from wool_idle.worker.leaving import LEAVING_TIME
 
 
 def start_worker(*args: str) -> tuple[object, str]:
@@ -157,6 +158,24 @@ class TestWorkerCli:
         status = await asyncio.to_thread(process.wait, 30)
         # Assert
         assert status == 0, process.stderr.read()
+
+    @pytest.mark.parametrize("left", ["task", "thread"])
+    async def test_worker_stopped_leaves_whatever_its_tasks_left(self, left: str) -> None:
+        """Given a task that left behind a task ignoring its cancellation, or an hour's
+        blocking call on a thread, when the worker is stopped, then it exits 0 within
+        LEAVING_TIME and logs why (asyncio's clean-up waited for either without
+        limit: a retired worker's process lived on)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        # Act
+        async with WorkerConnection(address) as connection:
+            await connection.dispatch(tasks.leaves_work_ignoring_its_end, left)
+            await connection.stop(1.0, timeout=15)
+        status = await asyncio.to_thread(process.wait, LEAVING_TIME + 20)
+        # Assert
+        assert status == 0
+        assert "it leaves without them (status 0)" in process.stderr.read()
 
     async def test_worker_logs_a_repeated_grpc_error_once(self) -> None:
         """Given a worker, when clients send it idle requests that do not decode, then

@@ -40,6 +40,7 @@ from wool_idle.worker.containment import (
     ContainingEventLoop,
     safe_repr,
 )
+from wool_idle.worker.leaving import LEAVING_TIME, ExitDeadline
 from wool_idle.worker.server import WorkerServer
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
@@ -159,18 +160,27 @@ def run_worker(args: argparse.Namespace) -> int:
     in a callback it schedules) fails alone; a task that stops the event loop
     (``loop.stop()``) has it run again; an exit that still ends the event
     loop (one raised by a signal handler a task installed) is logged and the
-    worker exits 70 rather than hang.
+    worker exits 70 rather than hang. Once it stops serving, asyncio's clean-up
+    gets ``LEAVING_TIME``; past it the process exits with its status, whatever
+    tasks or threads it left (``ExitDeadline``).
     """
     tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
     configure_logging(args)
     log_repeats_once("grpc")  # one line per malformed request would let any client flood
+    status = EXIT_LOOP_ENDED  # unless serving returns a status
     try:
-        with asyncio.Runner(loop_factory=ContainingEventLoop) as runner:
-            return runner.run(_serve(args, tls, authorization))
+        with (
+            ExitDeadline(LEAVING_TIME) as deadline,
+            asyncio.Runner(loop_factory=ContainingEventLoop) as runner,
+        ):
+            try:
+                status = runner.run(_serve(args, tls, authorization))
+            finally:  # the Runner's clean-up, which follows, waits on what is left
+                deadline.start(status)
     except EXITS as exit_:
         log.critical("%s ended the event loop; tasks in flight are lost", safe_repr(exit_))
-        return EXIT_LOOP_ENDED
+    return status
 
 
 async def _serve(

@@ -1,0 +1,76 @@
+"""A stopped worker leaves within a bound, whatever its tasks left behind.
+
+Once the worker stops serving (a stop drained it, or a signal), asyncio's
+clean-up cancels the tasks still left and waits for them, then for the
+threads of its default executor: each without limit. A task that a task
+started and that ignores its cancellation, or a blocking call left running on
+a thread, would keep a stopped worker's process alive for good: the
+autoscaler counts it retired while its host keeps paying for it.
+``ExitDeadline`` bounds that clean-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from types import TracebackType
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+LEAVING_TIME: Final = 10.0
+"""Seconds asyncio's clean-up gets once a worker stops serving."""
+
+
+class ExitDeadline:
+    """A bound on the clean-up that ends the ``with`` block: ``start(status)`` gives
+    it ``seconds``, past which the process ends with ``status`` (``os._exit``, once
+    the log and the standard streams are flushed); leaving the block in time
+    disarms it. A timer thread that cannot be started (a pids limit) is logged,
+    and the clean-up is then unbounded."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._timer: threading.Timer | None = None
+
+    def start(self, status: int) -> None:
+        """Start the bound; past it the process ends with ``status``."""
+        timer = threading.Timer(self.seconds, self._leave, args=(status,))
+        timer.daemon = True
+        timer.name = "exit deadline"
+        try:
+            timer.start()
+        except RuntimeError as error:
+            log.warning("no bound on the worker's clean-up: %s", error)
+            return
+        self._timer = timer
+
+    def __enter__(self) -> ExitDeadline:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _leave(self, status: int) -> None:
+        log.error(
+            "the worker stopped serving %gs ago, and tasks or threads it left still "
+            "hold its process; it leaves without them (status %d)",
+            self.seconds,
+            status,
+        )
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
