@@ -51,6 +51,15 @@ class TestParseAddress:
         with pytest.raises(ValueError, match="'%' in a unix socket path"):
             parse_address(f"unix:{path}")
 
+    @pytest.mark.parametrize("path", ["/run/w?a.sock", "/run/w#b.sock"])
+    def test_parse_address_unix_path_with_query_or_fragment(self, path: str) -> None:
+        """Given a Unix path with ``?`` or ``#`` (gRPC binds it as named, but dials
+        ``/run/w``: a query or fragment ends a URI's path, so the exporter would read,
+        and the autoscaler stop, the worker at ``/run/w`` under this one's name), then
+        ValueError naming the character."""
+        with pytest.raises(ValueError, match=f"{path[6]!r} in a unix socket path"):
+            parse_address(f"unix:{path}")
+
     def test_parse_address_listen_allows_port_zero(self) -> None:
         """Given port 0 to listen on, then it is accepted (the system picks a port)."""
         assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"

@@ -14,6 +14,9 @@ _HOSTNAME: Final = re.compile(
     r"(?=.{1,253}\Z)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_-]{1,63})*\.?", re.ASCII
 )
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
+URI_DELIMITERS: Final = re.compile(r"[%?#]")
+"""What gRPC reads in a ``unix:`` path as URI syntax: ``%`` escapes (decoded), and
+``?`` or ``#`` ending the path (a query, a fragment) when it dials."""
 CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
 """An ASCII control character (a newline, a NUL): in no address, flag text or header."""
 
@@ -25,9 +28,11 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     allows 0, an ephemeral port) and an ASCII host. Unix socket addresses need a
     non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes, valid UTF-8 (a lone
     surrogate, from undecodable bytes, can be neither dialled nor rendered as a
-    label) and without ``%``: gRPC percent-decodes a ``unix:`` path, so
-    ``unix:/run/w%41.sock`` would bind and dial ``/run/wA.sock``, another socket
-    than the one named. No address holds a control character (a newline, a NUL).
+    label) and without ``%``, ``?`` or ``#`` (``URI_DELIMITERS``): gRPC
+    percent-decodes a ``unix:`` path, so ``unix:/run/w%41.sock`` would bind and
+    dial ``/run/wA.sock``, and it dials ``unix:/run/w?a.sock`` (bound as named) at
+    ``/run/w``: another socket than the one named. No address holds a control
+    character (a newline, a NUL).
     """
     if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
@@ -35,8 +40,8 @@ def parse_address(text: str, *, listen: bool = False) -> str:
         path = text[len(UNIX_PREFIX) :]
         if not path.strip("/"):
             raise ValueError(f"invalid address {text!r}: unix socket path is empty")
-        if "%" in path:
-            raise ValueError(f"invalid address {text!r}: '%' in a unix socket path")
+        if found := URI_DELIMITERS.search(path):
+            raise ValueError(f"invalid address {text!r}: {found[0]!r} in a unix socket path")
         try:
             size = len(path.encode("utf-8"))
         except UnicodeEncodeError:  # undecodable bytes of argv or the environment
