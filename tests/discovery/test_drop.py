@@ -278,6 +278,25 @@ class TestDropper:
         assert "not a regular file with one link" in caplog.text
         assert address in await listed(pools.namespace)
 
+    async def test_drop_never_leaves_another_users_lock_file_to_wool(
+        self, pools, caplog, monkeypatch
+    ) -> None:
+        """Given a regular lock file of another user (its owner may swap it for a FIFO
+        between the check and wool's own open, which then blocks the event loop for
+        good; told apart here by this process's user id seeming another), when a drop
+        is made, then failed, logged, and the worker stays listed."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        lock_path(pools.namespace).touch()
+        monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
+        # Act
+        result = await noted(Dropper([pools.namespace]), address).drop(address)
+        monkeypatch.undo()
+        # Assert
+        assert result is DropResult.FAILED
+        assert "not by this process's user" in caplog.text
+        assert address in await listed(pools.namespace)
+
     async def test_drop_wake_failure_keeps_the_drop(self, pools, caplog) -> None:
         """Given a namespace whose notify file cannot be truncated, when a drop is
         made, then it is still published (the drop stands) and the failure is logged."""

@@ -15,7 +15,8 @@ stopped is unknown: none is dropped; a record not noted before the stop is a
 new worker on the address, and stays); then
 ``LocalDiscovery.Publisher`` publishes ``worker-dropped`` for it (under the
 namespace's file lock, waited for at most ``lock_timeout``, once the lock file
-is known to be a regular file: never a link, never a FIFO); then the
+is known to be a regular file of this process's user, which nobody else can
+swap for a link or a FIFO before wool opens it: ``check_lock``); then the
 namespace's notify file is truncated (never through a link), which wakes wool's notification-only
 subscribers (wool's own default clients: the touch wool makes arrives as an
 event they ignore). ``Dropper.drop`` raises nothing but cancellation: every
@@ -148,7 +149,7 @@ async def drop_in(
         return DropResult.AMBIGUOUS
     if uids[0] not in noted:
         return DropResult.REPLACED
-    os.close(_open_as_made(lock_path(namespace), os.O_CREAT))  # what wool opens next
+    check_lock(lock_path(namespace))
     import wool
 
     publisher: Any = wool.LocalDiscovery.Publisher(namespace, lock_timeout=lock_timeout)
@@ -160,6 +161,21 @@ async def drop_in(
     except OSError as error:  # the drop stands; default wool clients notice it later
         log.warning("namespace %s: cannot wake its subscribers: %s", namespace, error)
     return DropResult.PUBLISHED
+
+
+def check_lock(path: Path) -> None:
+    """Raise ``OSError`` unless wool may open ``path``, a namespace's lock file, by its
+    name next: it is what wool makes (``_open_as_made``; created if missing) and this
+    process's user owns it. Checked, a file of another user could still be swapped by
+    that user (for a FIFO, whose opening blocks the event loop for good) before wool
+    opens it; in sticky ``/tmp``, one of ours can be by nobody else."""
+    fd = _open_as_made(path, os.O_CREAT)
+    try:
+        owner = os.fstat(fd).st_uid
+    finally:
+        os.close(fd)
+    if owner != os.geteuid():
+        raise OSError(f"{path} is owned by uid {owner}, not by this process's user; left alone")
 
 
 def wake_subscribers(notify: Path) -> None:
