@@ -12,6 +12,7 @@ import grpc
 import pytest
 from aiohttp import web
 from support.waiting import eventually_async
+from support.wool_namespaces import fresh_namespace, held
 from support.wool_pools import unique_namespace
 
 from wool_idle.autoscaler import daemon as daemon_module
@@ -19,7 +20,8 @@ from wool_idle.autoscaler.actuator import StopAttempt
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
-from wool_idle.discovery.drop import Dropper, DropResult
+from wool_idle.discovery import drop as drop_module
+from wool_idle.discovery.drop import Dropper, DropResult, read_records
 from wool_idle.worker import WorkerConnection
 
 VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
@@ -590,6 +592,34 @@ class TestRetirement:
         state = autoscaler.planner.state
         assert marked is not None and retired(autoscaler, "127.0.0.1:7") is None
         assert "127.0.0.1:7" not in state.retiring and "127.0.0.1:7" in state.cooldown_until
+
+    async def test_refused_stops_never_crowd_out_the_note_of_a_draining_one(
+        self, make_autoscaler, monkeypatch
+    ) -> None:
+        """Given a worker listed in a namespace whose stop goes on in the background,
+        when more stops than the dropper keeps notes of are refused meanwhile and then
+        the draining stop ends stopped, then its record is dropped (its note was kept:
+        a refused stop's note goes, never to crowd out one still needed)."""
+        # Arrange
+        monkeypatch.setattr(drop_module, "NOTES_KEPT", 2)
+        with fresh_namespace() as namespace:
+            async with held(namespace) as publications:
+                await publications.add("127.0.0.1:7")
+                autoscaler = make_autoscaler(
+                    "http://127.0.0.1:1/metrics", max_idle=60.0, dropper=Dropper([namespace])
+                )
+                draining = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
+                await autoscaler._before_stop(draining.worker)
+                await autoscaler._settle(draining, StopAttempt(StopResult.UNANSWERED, 900.0))
+                for port in (8, 9, 10):
+                    refused = Decision(f"127.0.0.1:{port}", 900.0, Verdict.STOP)
+                    await autoscaler._before_stop(refused.worker)
+                    await autoscaler._settle(refused, StopAttempt(StopResult.REFUSED_BUSY, 0.0))
+                # Act
+                await autoscaler._stop_ended(draining, StopResult.STOPPED)
+                # Assert
+                assert value(autoscaler, "wool_autoscaler_drops_total", result="published") == 1
+                assert read_records(namespace) == []
 
     async def test_dry_run_neither_marks_nor_drops(
         self, fleet, exporter_process, make_autoscaler

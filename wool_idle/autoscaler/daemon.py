@@ -166,7 +166,8 @@ class Autoscaler:
 
     async def _settle(self, decision: Decision, attempt: StopAttempt) -> None:
         """Record, count and log what came of the planned stop of ``decision``; mark a
-        worker stopped retired, and publish its drop. The planner learns it first."""
+        worker stopped retired, and publish its drop (a stop that ended otherwise, and
+        goes on nowhere, has its note forgotten). The planner learns it first."""
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         self.metrics.stops.labels(attempt.result.value).inc()
         record = self._record(decision, attempt)
@@ -175,6 +176,8 @@ class Autoscaler:
             self.metrics.retired.mark(decision.worker, record.group)
         if attempt.result is StopResult.STOPPED:
             await self._drop(decision.worker)
+        elif attempt.result is not StopResult.UNANSWERED:  # not going on in the background
+            self._forget_note(decision.worker)
 
     async def _stop_ended(self, decision: Decision, ended: StopResult) -> None:
         """A stop that went on in the background ended with ``ended``. Stopped, or cut off
@@ -187,6 +190,8 @@ class Autoscaler:
         async with self._lock:
             gone = ended in (StopResult.STOPPED, StopResult.UNANSWERED)
             self.planner.record(worker, StopResult.STOPPED if gone else ended, time.monotonic())
+            if ended is not StopResult.STOPPED:
+                self._forget_note(worker)
             if not gone:
                 self.metrics.retired.forget(worker)
                 return
@@ -194,6 +199,12 @@ class Autoscaler:
             self.metrics.retired.mark(worker, group)
             if ended is StopResult.STOPPED:
                 await self._drop(worker)
+
+    def _forget_note(self, worker: str) -> None:
+        """The stop of ``worker`` ended with no drop to make: forget its note (given a
+        ``dropper``)."""
+        if self.dropper is not None:
+            self.dropper.forget(worker)
 
     async def _drop(self, worker: str) -> None:
         """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""

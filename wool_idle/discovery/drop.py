@@ -48,7 +48,8 @@ DROP_LOCK_TIMEOUT: Final = 5.0
 """Seconds a drop waits for the namespace's file lock (wool's own default is 30)."""
 NOTES_KEPT: Final = 1024
 """Addresses whose noted records are kept at most (the oldest go first): far more
-than stops go on at once; a stop whose note went has no drop."""
+than stops go on at once (a note goes with its drop, or ``forget``); a stop whose
+note went has no drop."""
 
 
 class DropResult(StrEnum):
@@ -230,6 +231,11 @@ class Dropper:
         self._notes[address] = noted
         if len(self._notes) > NOTES_KEPT:
             del self._notes[next(iter(self._notes))]
+
+    def forget(self, address: str) -> None:
+        """Forget the note of ``address``: its stop ended with no drop to make (refused,
+        or cut off), and the note would only crowd out those of stops going on."""
+        self._notes.pop(address, None)
 
     async def drop(self, address: str) -> DropResult:
         """Drop the worker at ``address`` wherever it is listed by a record noted before
