@@ -94,12 +94,15 @@ class DiscoveredTargets:
         such address is logged once, and counted once (``duplicate_address``) by each
         discovery listing it, until its records agree."""
         self._scheduled = False
-        claims: dict[str, list[tuple[Follower, Target]]] = {}
+        claims: dict[str, list[tuple[Follower, WorkerRecord]]] = {}
         for each in self.followers:
             for record in each.records.values():
-                target = record_target(each.spec.namespace, record)
-                claims.setdefault(record.address, []).append((each, target))
-        contested = {a for a, found in claims.items() if len({t.labels for _, t in found}) > 1}
+                claims.setdefault(record.address, []).append((each, record))
+        contested = {
+            address
+            for address, found in claims.items()
+            if len(found) > 1 and len({(f.spec.namespace, r.tags) for f, r in found}) > 1
+        }
         for address in contested - self._contested:
             listing = dict.fromkeys(each for each, _ in claims[address])
             for each in listing:
@@ -112,7 +115,11 @@ class DiscoveredTargets:
             )
         self._contested = contested
         self.targets.set_discovered(
-            [found[0][1] for address, found in claims.items() if address not in contested]
+            [
+                record_target(found[0][0].spec.namespace, found[0][1])
+                for address, found in claims.items()
+                if address not in contested
+            ]
         )
 
 
