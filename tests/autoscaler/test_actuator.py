@@ -116,7 +116,7 @@ class TestWorkerActuator:
         answered_then = worker.stops_answered
         await draining.finish_stops(10.0)
         # Assert
-        assert attempt == StopAttempt(StopResult.UNANSWERED, 100.0)
+        assert attempt == StopAttempt(StopResult.UNANSWERED, 100.0, going_on=True)
         assert answered_then == 0
         assert (worker.stops_answered, worker.stops_cancelled) == (1, 0)
 
@@ -136,8 +136,8 @@ class TestWorkerActuator:
         again = await draining.retire(stop(worker.address))
         await draining.finish_stops(10.0)
         # Assert
-        assert first == StopAttempt(StopResult.UNANSWERED, 100.0)
-        assert again == StopAttempt(StopResult.UNANSWERED)
+        assert first == StopAttempt(StopResult.UNANSWERED, 100.0, going_on=True)
+        assert again == StopAttempt(StopResult.UNANSWERED, going_on=True)
         assert len(worker.stop_requests) == 1 and worker.stops_answered == 1
         assert late == [(worker.address, StopResult.STOPPED)]
 

@@ -73,10 +73,13 @@ class ActionSettings:
 
 @dataclass(frozen=True)
 class StopAttempt:
-    """What came of one planned stop, and the idle time the worker confirmed."""
+    """What came of one planned stop, the idle time the worker confirmed, and whether
+    the stop call goes on in the background (``unanswered`` only: what comes of it is
+    handed to ``stop_ended`` later)."""
 
     result: StopResult
     confirmed_idle: float | None = None
+    going_on: bool = False
 
 
 class Actuator(Protocol):
@@ -111,7 +114,7 @@ class WorkerActuator:
     async def retire(self, decision: Decision) -> StopAttempt:
         if decision.worker in self._going_on:  # never a second stop call beside the first
             log.info("worker %s: its stop still goes on; it counts as retiring", decision.worker)
-            return StopAttempt(StopResult.UNANSWERED)
+            return StopAttempt(StopResult.UNANSWERED, going_on=True)
         try:
             connection = WorkerConnection(decision.worker, tls=self.settings.tls)
         except Exception as error:  # not an address after all, unreadable TLS files
@@ -210,7 +213,7 @@ class WorkerActuator:
                 worker,
                 STOP_REPLY_WAIT,
             )
-            return StopAttempt(StopResult.UNANSWERED, idle)
+            return StopAttempt(StopResult.UNANSWERED, idle, going_on=True)
         return _stop_outcome(worker, call, idle)
 
 

@@ -167,7 +167,9 @@ class Autoscaler:
     async def _settle(self, decision: Decision, attempt: StopAttempt) -> None:
         """Record, count and log what came of the planned stop of ``decision``; mark a
         worker stopped retired, and publish its drop (a stop that ended otherwise, and
-        goes on nowhere, has its note forgotten). The planner learns it first."""
+        goes on nowhere, has its note forgotten: an ``unanswered`` one too, whose call
+        ended at once, cut off, and has no ``stop_ended`` to come). The planner learns
+        it first."""
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         self.metrics.stops.labels(attempt.result.value).inc()
         record = self._record(decision, attempt)
@@ -176,7 +178,7 @@ class Autoscaler:
             self.metrics.retired.mark(decision.worker, record.group)
         if attempt.result is StopResult.STOPPED:
             await self._drop(decision.worker)
-        elif attempt.result is not StopResult.UNANSWERED:  # not going on in the background
+        elif not attempt.going_on:
             self._forget_note(decision.worker)
 
     async def _stop_ended(self, decision: Decision, ended: StopResult) -> None:
