@@ -60,6 +60,21 @@ class TestParseAddress:
         with pytest.raises(ValueError, match=f"{path[6]!r} in a unix socket path"):
             parse_address(f"unix:{path}")
 
+    @pytest.mark.parametrize("path", ["//run/w.sock", "//w.sock"])
+    def test_parse_address_unix_path_with_authority(self, path: str) -> None:
+        """Given a Unix path starting with exactly two slashes (gRPC binds
+        ``unix://run/w.sock`` at ``/run/w.sock`` but reads ``run`` as a URI authority
+        when it dials, and dials nothing: the worker would be down for good to the
+        exporter and never stopped), then ValueError."""
+        with pytest.raises(ValueError, match="'//' starts a URI authority"):
+            parse_address(f"unix:{path}")
+
+    @pytest.mark.parametrize("path", ["///run/w.sock", "/run//w.sock"])
+    def test_parse_address_unix_path_with_more_slashes(self, path: str) -> None:
+        """Given a Unix path of three leading slashes, or two inside it (plain paths
+        to gRPC too), then it is accepted."""
+        assert parse_address(f"unix:{path}") == f"unix:{path}"
+
     def test_parse_address_listen_allows_port_zero(self) -> None:
         """Given port 0 to listen on, then it is accepted (the system picks a port)."""
         assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"

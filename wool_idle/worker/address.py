@@ -31,8 +31,11 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     label) and without ``%``, ``?`` or ``#`` (``URI_DELIMITERS``): gRPC
     percent-decodes a ``unix:`` path, so ``unix:/run/w%41.sock`` would bind and
     dial ``/run/wA.sock``, and it dials ``unix:/run/w?a.sock`` (bound as named) at
-    ``/run/w``: another socket than the one named. No address holds a control
-    character (a newline, a NUL).
+    ``/run/w``: another socket than the one named. Nor does a path start with
+    exactly two slashes: gRPC binds ``unix://run/w.sock`` at ``/run/w.sock`` but
+    reads ``run`` as a URI authority when it dials, and dials nothing (three or
+    more slashes, ``unix:///run/w.sock``, are a plain absolute path). No address
+    holds a control character (a newline, a NUL).
     """
     if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
@@ -42,6 +45,8 @@ def parse_address(text: str, *, listen: bool = False) -> str:
             raise ValueError(f"invalid address {text!r}: unix socket path is empty")
         if found := URI_DELIMITERS.search(path):
             raise ValueError(f"invalid address {text!r}: {found[0]!r} in a unix socket path")
+        if path.startswith("//") and not path.startswith("///"):
+            raise ValueError(f"invalid address {text!r}: '//' starts a URI authority")
         try:
             size = len(path.encode("utf-8"))
         except UnicodeEncodeError:  # undecodable bytes of argv or the environment
