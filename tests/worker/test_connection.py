@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.raw import UNDECODABLE, RawWorker
+from support.scripted import ScriptedWorker
 from support.tasks import (
     aborts_described_by_exiting_text,
     aborts_exiting_when_described,
@@ -41,6 +43,26 @@ FIXTURES_REUSED = settings(
 
 
 class TestWorkerConnection:
+    async def test_idle_time_host_named_like_a_grpc_scheme_is_that_host(self) -> None:
+        """Given a worker on the abstract Unix socket ``50051`` (anyone local may bind
+        one) and an address ``unix-abstract:50051`` (port 50051 of the host so named),
+        when idle_time is awaited, then that host is dialled (it does not resolve: a
+        transient error), never the abstract socket (gRPC reads a bare target's host
+        as a URI scheme when it names one)."""
+        # Arrange
+        port = 50000 + os.getpid() % 10000
+        worker = ScriptedWorker(seconds=7.0)
+        await worker.start(f"unix-abstract:{port}")
+        try:
+            # Act
+            async with WorkerConnection(f"unix-abstract:{port}") as connection:
+                with pytest.raises(TransientRpcError):
+                    await connection.idle_time(timeout=2.0)
+        finally:
+            await worker.close()
+        # Assert
+        assert worker.idle_calls == 0
+
     @pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
     async def test_idle_time_maps_status_codes(self, scripted, code: grpc.StatusCode) -> None:
         """Given a worker answering idle with any gRPC status code, when idle_time is

@@ -68,6 +68,15 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     return text
 
 
+def dial_target(address: str) -> str:
+    """The gRPC target that dials ``address`` (valid, see ``parse_address``) and no other:
+    a ``host:port`` one under ``dns:///``. Bare, gRPC reads a host that names one of its
+    URI schemes as that scheme: ``unix-abstract:50051`` would dial the abstract socket
+    ``50051`` (which any local user may bind), not port 50051 of host ``unix-abstract``.
+    """
+    return address if address.startswith(UNIX_PREFIX) else f"dns:///{address}"
+
+
 def split_host_port(address: str) -> tuple[str, int]:
     """The host (an IPv6 one without its brackets) and port of ``address``, a valid
     ``host:port`` (see ``parse_address``)."""

@@ -26,6 +26,7 @@ from typing import Any, Final
 import grpc
 
 from wool_idle.followed import Followed
+from wool_idle.worker.address import dial_target
 from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet
 
 ChannelOptions = tuple[tuple[str, Any], ...]
@@ -120,11 +121,12 @@ class ChannelPool:
 
     def _open(self, key: ChannelKey) -> _Entry:
         options: Sequence[tuple[str, Any]] = list(key.options)
+        target = dial_target(key.target)
         if key.tls is None:
-            return _Entry(grpc.aio.insecure_channel(key.target, options=options), None)
+            return _Entry(grpc.aio.insecure_channel(target, options=options), None)
         pems = self._files(key.tls).current()
         options = [*options, *key.tls.channel_options()]
-        channel = grpc.aio.secure_channel(key.target, key.tls.credentials(pems), options=options)
+        channel = grpc.aio.secure_channel(target, key.tls.credentials(pems), options=options)
         return _Entry(channel, pems)
 
 
