@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 
 import cloudpickle
@@ -319,8 +320,9 @@ async def leaves_a_task_stopping_the_loop_when_cancelled() -> str:
 
 async def leaves_work_ignoring_its_end(what: str) -> str:
     """Leave behind, then return: a task that ignores every cancellation (``what`` is
-    ``"task"``), or a blocking call of an hour on the loop's default executor
-    (``"thread"``): either holds the worker's clean-up without limit."""
+    ``"task"``), a blocking call of an hour on the loop's default executor
+    (``"thread"``), or on a thread of its own (``"own thread"``): the first two
+    hold the worker's clean-up without limit, the last the interpreter's exit."""
 
     async def ignore_cancellation() -> None:
         while True:
@@ -329,8 +331,10 @@ async def leaves_work_ignoring_its_end(what: str) -> str:
 
     if what == "task":
         _LINGERING.add(asyncio.create_task(ignore_cancellation()))
-    else:
+    elif what == "thread":
         asyncio.get_running_loop().run_in_executor(None, time.sleep, 3600)
+    else:
+        threading.Thread(target=time.sleep, args=(3600,)).start()
     return "ok"
 
 

@@ -159,12 +159,13 @@ class TestWorkerCli:
         # Assert
         assert status == 0, process.stderr.read()
 
-    @pytest.mark.parametrize("left", ["task", "thread"])
+    @pytest.mark.parametrize("left", ["task", "thread", "own thread"])
     async def test_worker_stopped_leaves_whatever_its_tasks_left(self, left: str) -> None:
         """Given a task that left behind a task ignoring its cancellation, or an hour's
-        blocking call on a thread, when the worker is stopped, then it exits 0 within
-        LEAVING_TIME and logs why (asyncio's clean-up waited for either without
-        limit: a retired worker's process lived on)."""
+        blocking call on a thread (the loop's or its own), when the worker is stopped,
+        then it exits 0 within LEAVING_TIME and logs why (asyncio's clean-up waited
+        for the first two without limit, the interpreter's exit for the last: a
+        retired worker's process lived on)."""
         # Arrange
         tasks.by_value()
         process, address = start_worker()
@@ -172,6 +173,26 @@ class TestWorkerCli:
         async with WorkerConnection(address) as connection:
             await connection.dispatch(tasks.leaves_work_ignoring_its_end, left)
             await connection.stop(1.0, timeout=15)
+        status = await asyncio.to_thread(process.wait, LEAVING_TIME + 20)
+        # Assert
+        assert status == 0
+        assert "it leaves without them (status 0)" in process.stderr.read()
+
+    async def test_worker_interrupted_clean_up_still_leaves(self) -> None:
+        """Given a task that left an hour's blocking call on the loop's executor, when
+        the worker is stopped by SIGTERM and gets SIGINT during its clean-up, then it
+        still exits 0 within LEAVING_TIME (the interrupt left the clean-up's block,
+        which disarmed the bound, and the interpreter's exit waited for the thread
+        for good)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        async with WorkerConnection(address) as connection:
+            await connection.dispatch(tasks.leaves_work_ignoring_its_end, "thread")
+        # Act
+        process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(1.0)
+        process.send_signal(signal.SIGINT)
         status = await asyncio.to_thread(process.wait, LEAVING_TIME + 20)
         # Assert
         assert status == 0

@@ -2,11 +2,12 @@
 
 Once the worker stops serving (a stop drained it, or a signal), asyncio's
 clean-up cancels the tasks still left and waits for them, then for the
-threads of its default executor: each without limit. A task that a task
-started and that ignores its cancellation, or a blocking call left running on
-a thread, would keep a stopped worker's process alive for good: the
-autoscaler counts it retired while its host keeps paying for it.
-``ExitDeadline`` bounds that clean-up.
+threads of its default executor: each without limit; the interpreter's exit
+then waits for every other thread that is no daemon (a thread or a pool a
+task started itself). A task that a task started and that ignores its
+cancellation, or a blocking call left running on a thread, would keep a
+stopped worker's process alive for good: the autoscaler counts it retired
+while its host keeps paying for it. ``ExitDeadline`` bounds both waits.
 """
 
 from __future__ import annotations
@@ -28,13 +29,18 @@ LEAVING_TIME: Final = 10.0
 class ExitDeadline:
     """A bound on the clean-up that ends the ``with`` block: ``start(status)`` gives
     it ``seconds``, past which the process ends with ``status`` (``os._exit``, once
-    the log and the standard streams are flushed); leaving the block in time
-    disarms it. A timer thread that cannot be started (a pids limit) is logged,
-    and the clean-up is then unbounded."""
+    the log and the standard streams are flushed). Leaving the block in time
+    disarms it, unless threads started in the block that are no daemons still
+    run (the interpreter's exit would wait for them): it then stays armed while
+    any of them does, so that exit is bounded too (the block left by an
+    exception, a SIGINT during the clean-up, alike). A timer thread that cannot
+    be started (a pids limit) is logged, and the clean-up is then unbounded."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._timer: threading.Timer | None = None
+        self._before: set[threading.Thread] = set()
+        self._left: list[threading.Thread] | None = None  # once the block is left
 
     def start(self, status: int) -> None:
         """Start the bound; past it the process ends with ``status``."""
@@ -49,6 +55,7 @@ class ExitDeadline:
         self._timer = timer
 
     def __enter__(self) -> ExitDeadline:
+        self._before = set(threading.enumerate())
         return self
 
     def __exit__(
@@ -57,10 +64,17 @@ class ExitDeadline:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._timer is not None:
+        self._left = [
+            thread
+            for thread in threading.enumerate()
+            if thread not in self._before and not thread.daemon
+        ]
+        if self._timer is not None and not self._left:
             self._timer.cancel()
 
     def _leave(self, status: int) -> None:
+        if self._left is not None and not any(t.is_alive() for t in self._left):
+            return  # the block was left, and the threads it left have ended
         log.error(
             "the worker stopped serving %gs ago, and tasks or threads it left still "
             "hold its process; it leaves without them (status %d)",
