@@ -63,6 +63,27 @@ class TestWorkerConnection:
         # Assert
         assert worker.idle_calls == 0
 
+    async def test_idle_time_ipv6_zone_dialled_as_written(self) -> None:
+        """Given a worker on ``[::1]`` and addresses naming it with IPv6 zones, when
+        idle_time is awaited, then zone ``01`` (interface 1, ``lo``) reaches it and
+        zone ``25lo`` (no such interface) does not: gRPC percent-decodes its target,
+        which read ``%01`` as byte 0x01 (dialled nothing) and ``%25lo`` as zone ``lo``."""
+        # Arrange
+        worker = ScriptedWorker(seconds=7.0)
+        port = int((await worker.start("[::1]:0")).rpartition(":")[2])
+        try:
+            # Act
+            async with WorkerConnection(f"[::1%01]:{port}") as connection:
+                seconds = await connection.idle_time(timeout=5.0)
+            async with WorkerConnection(f"[::1%25lo]:{port}") as connection:
+                with pytest.raises(TransientRpcError):
+                    await connection.idle_time(timeout=5.0)
+        finally:
+            await worker.close()
+        # Assert
+        assert seconds == 7.0
+        assert worker.idle_calls == 1
+
     @pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
     async def test_idle_time_maps_status_codes(self, scripted, code: grpc.StatusCode) -> None:
         """Given a worker answering idle with any gRPC status code, when idle_time is

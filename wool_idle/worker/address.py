@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import urllib.parse
 from typing import Final
 
 UNIX_PREFIX: Final = "unix:"
@@ -73,8 +74,13 @@ def dial_target(address: str) -> str:
     a ``host:port`` one under ``dns:///``. Bare, gRPC reads a host that names one of its
     URI schemes as that scheme: ``unix-abstract:50051`` would dial the abstract socket
     ``50051`` (which any local user may bind), not port 50051 of host ``unix-abstract``.
+    The address is percent-encoded, as gRPC percent-decodes the target: an IPv6 zone
+    ``[fe80::1%12]`` would dial the zone named by byte 0x12 (nothing), and
+    ``[fe80::1%25lo]`` (zone ``25lo``) the zone ``lo``.
     """
-    return address if address.startswith(UNIX_PREFIX) else f"dns:///{address}"
+    if address.startswith(UNIX_PREFIX):
+        return address
+    return f"dns:///{urllib.parse.quote(address, safe='[]:')}"
 
 
 def split_host_port(address: str) -> tuple[str, int]:
