@@ -79,6 +79,15 @@ class TestParseAddress:
         """Given port 0 to listen on, then it is accepted (the system picks a port)."""
         assert parse_address("127.0.0.1:0", listen=True) == "127.0.0.1:0"
 
+    @pytest.mark.parametrize("host", ["unix-abstract", "vsock"])
+    def test_parse_address_listen_host_named_like_a_server_scheme(self, host: str) -> None:
+        """Given a host that a gRPC server reads as a scheme (it would bind the abstract
+        socket ``50051``, which any local user may bind first, where clients dial the
+        host so named), then it is refused to listen on and accepted to dial."""
+        with pytest.raises(ValueError, match=f"listen on {host!r} as a scheme"):
+            parse_address(f"{host}:50051", listen=True)
+        assert parse_address(f"{host}:50051") == f"{host}:50051"
+
     def test_parse_address_unix_path_up_to_sun_path_limit(self) -> None:
         """Given Unix paths of 107 and 108 bytes (``sun_path`` holds 107 and a NUL;
         a multi-byte character counts by its bytes), then the first is accepted and
