@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +24,27 @@ from wool_idle.exceptions import WoolError
 from wool_idle.proto import IDLE
 from wool_idle.worker import WorkerConnection
 from wool_idle.worker.leaving import LEAVING_TIME
+
+IN_PROCESS_CALLER = """
+import asyncio, os, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from wool_idle.cli import main
+from wool_idle.worker import WorkerConnection
+
+async def stop():
+    while not os.path.exists({path!r}):
+        await asyncio.sleep(0.05)
+    async with WorkerConnection("unix:" + {path!r}) as connection:
+        await connection.stop(1.0, timeout=10)
+
+pool = ThreadPoolExecutor(1)  # its thread starts with its first call: in the block
+threading.Timer(0.5, lambda: pool.submit(asyncio.run, stop())).start()
+main(["worker", "--listen", "unix:" + {path!r}])
+time.sleep({wait})
+print("went on", flush=True)
+raise SystemExit(3)
+"""
+"""A caller running a worker in-process, then going on past LEAVING_TIME."""
 
 
 def start_worker(*args: str) -> tuple[object, str]:
@@ -197,6 +222,27 @@ class TestWorkerCli:
         # Assert
         assert status == 0
         assert "it leaves without them (status 0)" in process.stderr.read()
+
+    def test_worker_called_in_process_leaves_its_caller_going_on(self) -> None:
+        """Given ``main(["worker", ...])`` called in-process, stopped from a thread
+        pool the caller made before (its thread, started while the worker served,
+        stays idle), when the caller goes on past LEAVING_TIME, then its process
+        lives on to its own end and status (the bound counted the pool's thread as
+        one the worker left and ended the caller's process, status 0)."""
+        # Arrange
+        directory = tempfile.mkdtemp(prefix="wi-", dir="/tmp")
+        caller = IN_PROCESS_CALLER.format(path=f"{directory}/w.sock", wait=LEAVING_TIME + 2)
+        # Act
+        done = subprocess.run(
+            [sys.executable, "-c", caller],
+            capture_output=True,
+            text=True,
+            timeout=LEAVING_TIME + 30,
+            stdin=subprocess.DEVNULL,
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        # Assert
+        assert (done.returncode, done.stdout.splitlines()[-1:]) == (3, ["went on"]), done.stderr
 
     async def test_worker_logs_a_repeated_grpc_error_once(self) -> None:
         """Given a worker, when clients send it idle requests that do not decode, then

@@ -44,9 +44,13 @@ def build_parser() -> Parser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the subcommand ``argv`` names and return its exit status."""
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
+    """Run the subcommand ``argv`` names and return its exit status. ``own_process``
+    says that this process runs nothing else (the console script): a stopped worker
+    may then end it once its exit bound has passed (``worker.leaving``); a caller
+    that goes on after ``main`` returns is never ended."""
     args = build_parser().parse_args(argv)
+    args.own_process = own_process
     if args.command in DAEMONS:
         ignore_hangup()
     status: int = args.func(args)
@@ -54,5 +58,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point (``python -m wool_idle`` too): the process is the
+    command's own."""
+    sys.exit(main(own_process=True))

@@ -161,7 +161,8 @@ def run_worker(args: argparse.Namespace) -> int:
     (``loop.stop()``) has it run again; an exit that still ends the event
     loop (one raised by a signal handler a task installed) is logged and the
     worker exits 70 rather than hang. Once it stops serving, asyncio's clean-up
-    gets ``LEAVING_TIME``; past it the process exits with its status, whatever
+    and, in a process of its own (``args.own_process``), the interpreter's exit
+    get ``LEAVING_TIME``; past it the process exits with its status, whatever
     tasks or threads it left (``ExitDeadline``).
     """
     tls = server_tls(args.parser, args)
@@ -171,7 +172,7 @@ def run_worker(args: argparse.Namespace) -> int:
     status = EXIT_LOOP_ENDED  # unless serving returns a status
     try:
         with (
-            ExitDeadline(LEAVING_TIME) as deadline,
+            ExitDeadline(LEAVING_TIME, enabled=args.own_process) as deadline,
             asyncio.Runner(loop_factory=ContainingEventLoop) as runner,
         ):
             try:

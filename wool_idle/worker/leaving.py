@@ -33,17 +33,22 @@ class ExitDeadline:
     disarms it, unless threads started in the block that are no daemons still
     run (the interpreter's exit would wait for them): it then stays armed while
     any of them does, so that exit is bounded too (the block left by an
-    exception, a SIGINT during the clean-up, alike). A timer thread that cannot
-    be started (a pids limit) is logged, and the clean-up is then unbounded."""
+    exception, a SIGINT during the clean-up, alike). Use it ``enabled`` only in
+    a process of the worker's own: every thread started in the block is then
+    the worker's, and no caller goes on after it. A timer thread that cannot be
+    started (a pids limit) is logged, and the clean-up is then unbounded."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, enabled: bool = True) -> None:
         self.seconds = seconds
+        self.enabled = enabled
         self._timer: threading.Timer | None = None
         self._before: set[threading.Thread] = set()
         self._left: list[threading.Thread] | None = None  # once the block is left
 
     def start(self, status: int) -> None:
-        """Start the bound; past it the process ends with ``status``."""
+        """Start the bound (if ``enabled``); past it the process ends with ``status``."""
+        if not self.enabled:
+            return
         timer = threading.Timer(self.seconds, self._leave, args=(status,))
         timer.daemon = True
         timer.name = "exit deadline"
