@@ -1,4 +1,4 @@
-"""The web flags of the HTTP daemons: ``--web.config.file`` and its check."""
+"""The web flags of the HTTP daemons: ``--web.config.file`` and its check, the listen address."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from support.processes import COMMAND
 from support.tls import encrypt_key_file
 
-from wool_idle.cli import main
+from wool_idle.cli import build_parser, main
 
 DAEMONS = [["exporter"], ["autoscaler", "--max-idle", "1m"]]
 
@@ -118,3 +118,21 @@ class TestWebConfig:
         assert checking.returncode == 2, err
         assert "not valid PEM, or encrypted" in err and str(key) in err
         assert "pass phrase" not in err
+
+
+class TestWebListenAddress:
+    @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])
+    @pytest.mark.parametrize("host", ["unix-abstract", "vsock"])
+    def test_web_listen_address_host_named_like_a_grpc_scheme(
+        self, daemon: list[str], host: str
+    ) -> None:
+        """Given --web.listen-address on a host named like a scheme a gRPC server reads,
+        when the daemon's flags are parsed, then it is taken as that host (aiohttp reads
+        no scheme; it was refused, exit 2, as if gRPC would serve the endpoints), while
+        a worker's --listen still refuses it."""
+        # Act
+        args = build_parser().parse_args([*daemon, "--web.listen-address", f"{host}:9100"])
+        # Assert
+        assert args.web_listen_address == f"{host}:9100"
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["worker", "--listen", f"{host}:9100"])

@@ -257,7 +257,12 @@ GRACE: Final = Value("DURATION", _grace, format_duration)
 ADDRESS: Final = Value("ADDRESS", parse_address)
 """A worker address: ``host:port``, ``[v6]:port`` or ``unix:/path``."""
 LISTEN_ADDRESS: Final = Value("ADDRESS", lambda text: parse_address(text, listen=True))
-"""An address to listen on (port 0 picks a free one)."""
+"""An address for a gRPC server to listen on (port 0 picks a free one)."""
+HTTP_LISTEN_ADDRESS: Final = Value(
+    "ADDRESS", lambda text: parse_address(text, listen=True, grpc_server=False)
+)
+"""An address for an HTTP server to listen on: ``LISTEN_ADDRESS``, but a host named
+like a gRPC scheme (``vsock``) is a host (aiohttp reads no scheme)."""
 URL: Final = Value("URL", _url)
 """An http(s) URL with a host."""
 TEXT: Final = Value("TEXT", _text)

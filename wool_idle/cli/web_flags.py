@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from wool_idle.cli.parser import Parser
-from wool_idle.cli.values import FILE, LISTEN_ADDRESS
+from wool_idle.cli.values import FILE, HTTP_LISTEN_ADDRESS
 from wool_idle.web.config import WebConfigError
 from wool_idle.web.live_config import LiveWebConfig
 
@@ -18,7 +18,7 @@ def add_web_flags(parser: Parser) -> None:
     web = parser.section("web", "the HTTP endpoints")
     web.add(
         "--web.listen-address",
-        LISTEN_ADDRESS,
+        HTTP_LISTEN_ADDRESS,
         "host:port (port 0 picks one) or unix:/path of the HTTP endpoints",
         aliases=("--listen",),
     )

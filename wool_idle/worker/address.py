@@ -26,12 +26,13 @@ CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
 """An ASCII control character (a newline, a NUL): in no address, flag text or header."""
 
 
-def parse_address(text: str, *, listen: bool = False) -> str:
+def parse_address(text: str, *, listen: bool = False, grpc_server: bool = True) -> str:
     """Return ``text`` if it is a valid worker address, else raise ``ValueError``.
 
     TCP addresses need a port of ASCII digits in 1..65535 (``listen=True`` also
-    allows 0, an ephemeral port) and an ASCII host (to listen on, none of
-    ``LISTEN_SCHEMES``). Unix socket addresses need a
+    allows 0, an ephemeral port) and an ASCII host (for a gRPC server to listen on,
+    none of ``LISTEN_SCHEMES``; ``grpc_server=False``, an HTTP listener, reads no
+    scheme). Unix socket addresses need a
     non-empty path of at most ``MAX_UNIX_PATH_BYTES`` bytes, valid UTF-8 (a lone
     surrogate, from undecodable bytes, can be neither dialled nor rendered as a
     label) and without ``%``, ``?`` or ``#`` (``URI_DELIMITERS``): gRPC
@@ -69,7 +70,7 @@ def parse_address(text: str, *, listen: bool = False) -> str:
     if not sep or not host:
         raise ValueError(f"invalid address {text!r}: expected host:port or unix:/path")
     _check_host(text, host)
-    if listen and host in LISTEN_SCHEMES:
+    if listen and grpc_server and host in LISTEN_SCHEMES:
         raise ValueError(f"invalid address {text!r}: gRPC would listen on {host!r} as a scheme")
     if not _PORT.fullmatch(port) or not (0 if listen else 1) <= int(port) <= 65535:
         raise ValueError(f"invalid address {text!r}: port must be a number in 1..65535")
