@@ -160,10 +160,11 @@ def run_worker(args: argparse.Namespace) -> int:
     in a callback it schedules) fails alone; a task that stops the event loop
     (``loop.stop()``) has it run again; an exit that still ends the event
     loop (one raised by a signal handler a task installed) is logged and the
-    worker exits 70 rather than hang. Once it stops serving, asyncio's clean-up
-    and, in a process of its own (``args.own_process``), the interpreter's exit
-    get ``LEAVING_TIME``; past it the process exits with its status, whatever
-    tasks or threads it left (``ExitDeadline``).
+    worker exits 70 rather than hang. In a process of its own
+    (``args.own_process``), once it stops serving, asyncio's clean-up and the
+    interpreter's exit get ``LEAVING_TIME``; past it the process exits with its
+    status, whatever tasks or threads it left (``ExitDeadline``). Called
+    in-process, the caller's exit is its own: nothing is bounded.
     """
     tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
