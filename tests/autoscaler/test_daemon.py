@@ -593,13 +593,19 @@ class TestRetirement:
         assert marked is not None and retired(autoscaler, "127.0.0.1:7") is None
         assert "127.0.0.1:7" not in state.retiring and "127.0.0.1:7" in state.cooldown_until
 
-    async def test_refused_stops_never_crowd_out_the_note_of_a_draining_one(
-        self, make_autoscaler, monkeypatch
+    @pytest.mark.parametrize(
+        "ended",
+        [StopAttempt(StopResult.REFUSED_BUSY, 0.0), StopAttempt(StopResult.UNANSWERED, 900.0)],
+        ids=["refused", "cut_off_at_once"],
+    )
+    async def test_stops_ended_undropped_never_crowd_out_the_note_of_a_draining_one(
+        self, make_autoscaler, monkeypatch, ended: StopAttempt
     ) -> None:
         """Given a worker listed in a namespace whose stop goes on in the background,
-        when more stops than the dropper keeps notes of are refused meanwhile and then
-        the draining stop ends stopped, then its record is dropped (its note was kept:
-        a refused stop's note goes, never to crowd out one still needed)."""
+        when more stops than the dropper keeps notes of end with no drop to make
+        meanwhile (refused, or unanswered at once: their calls cut off, no
+        ``stop_ended`` comes for them) and then the draining stop ends stopped, then
+        its record is dropped (their notes went, never to crowd out one still needed)."""
         # Arrange
         monkeypatch.setattr(drop_module, "NOTES_KEPT", 2)
         with fresh_namespace() as namespace:
@@ -613,38 +619,9 @@ class TestRetirement:
                 going_on = StopAttempt(StopResult.UNANSWERED, 900.0, going_on=True)
                 await autoscaler._settle(draining, going_on)
                 for port in (8, 9, 10):
-                    refused = Decision(f"127.0.0.1:{port}", 900.0, Verdict.STOP)
-                    await autoscaler._before_stop(refused.worker)
-                    await autoscaler._settle(refused, StopAttempt(StopResult.REFUSED_BUSY, 0.0))
-                # Act
-                await autoscaler._stop_ended(draining, StopResult.STOPPED)
-                # Assert
-                assert value(autoscaler, "wool_autoscaler_drops_total", result="published") == 1
-                assert read_records(namespace) == []
-
-    async def test_stops_cut_off_at_once_never_crowd_out_the_note_of_a_draining_one(
-        self, make_autoscaler, monkeypatch
-    ) -> None:
-        """Given a worker listed in a namespace whose stop goes on in the background,
-        when more stops than the dropper keeps notes of end unanswered at once meanwhile
-        (their calls cut off: no ``stop_ended`` comes for them) and then the draining
-        stop ends stopped, then its record is dropped (their notes went)."""
-        # Arrange
-        monkeypatch.setattr(drop_module, "NOTES_KEPT", 2)
-        with fresh_namespace() as namespace:
-            async with held(namespace) as publications:
-                await publications.add("127.0.0.1:7")
-                autoscaler = make_autoscaler(
-                    "http://127.0.0.1:1/metrics", max_idle=60.0, dropper=Dropper([namespace])
-                )
-                draining = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
-                await autoscaler._before_stop(draining.worker)
-                going_on = StopAttempt(StopResult.UNANSWERED, 900.0, going_on=True)
-                await autoscaler._settle(draining, going_on)
-                for port in (8, 9, 10):
-                    cut_off = Decision(f"127.0.0.1:{port}", 900.0, Verdict.STOP)
-                    await autoscaler._before_stop(cut_off.worker)
-                    await autoscaler._settle(cut_off, StopAttempt(StopResult.UNANSWERED, 900.0))
+                    other = Decision(f"127.0.0.1:{port}", 900.0, Verdict.STOP)
+                    await autoscaler._before_stop(other.worker)
+                    await autoscaler._settle(other, ended)
                 # Act
                 await autoscaler._stop_ended(draining, StopResult.STOPPED)
                 # Assert

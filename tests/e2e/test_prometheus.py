@@ -15,6 +15,7 @@ import yaml
 from support.fleet import ExporterProcess, Fleet
 from support.processes import spawn_cli
 from support.prometheus import PrometheusServer, free_port
+from support.waiting import eventually_async
 
 from wool_idle.autoscaler.policy import PolicySettings, PolicyState, plan
 from wool_idle.autoscaler.sources import PrometheusSource, Selector, parse_exposition
@@ -286,9 +287,7 @@ class TestSelectorsAndGroupsInPrometheus:
         group_by = ("wool_tags", "zone")
         try:
             prometheus.start()
-            deadline = time.monotonic() + 60
-            while len(prometheus.query("wool_worker_up")) < 3 and time.monotonic() < deadline:
-                await asyncio.sleep(0.25)
+            await eventually_async(lambda: len(prometheus.query("wool_worker_up")) >= 3, 60)
             async with aiohttp.ClientSession() as session:
                 # Act
                 seen = []
@@ -336,9 +335,7 @@ class TestSelectorsAndGroupsInPrometheus:
         )
         try:
             prometheus.start()
-            deadline = time.monotonic() + 60
-            while len(prometheus.query("wool_worker_up")) < 2 and time.monotonic() < deadline:
-                await asyncio.sleep(0.25)
+            await eventually_async(lambda: len(prometheus.query("wool_worker_up")) >= 2, 60)
             async with aiohttp.ClientSession() as session:
                 # Act
                 source = PrometheusSource(

@@ -244,37 +244,31 @@ class TestTaskIsolationOfPickling:
         assert isinstance(outcome, DispatchRejected) and "SystemExit(4)" in str(outcome)
         assert survived
 
-    async def test_dispatch_exception_exiting_when_type_checked_is_answered(
-        self, busy_worker
+    @pytest.mark.parametrize(
+        ("task", "described"),
+        [
+            (tasks.raises_error_exiting_on_type_check, "ErrorExitingOnTypeCheck"),
+            (tasks.raises_error_named_by_exit, "ErrorNamedByExit object"),
+        ],
+        ids=["type_check_exits", "name_and_repr_exit"],
+    )
+    async def test_dispatch_exception_whose_description_exits_is_answered(
+        self, busy_worker, task, described: str
     ) -> None:
         """Given a task raising an exception whose type check (its __class__) calls
-        sys.exit, then the caller gets a RuntimeError describing it (the call hung
-        after the Ack, never answered), and the worker and its other task carry on."""
+        sys.exit, or whose repr and whose type's name (a metaclass's) do, so that
+        pickling and describing it exit, then the caller gets a RuntimeError
+        describing it (the call hung after the Ack, never answered), and the worker
+        and its other task carry on."""
         # Arrange
         worker, connection, gate = busy_worker
-        dispatch = connection.dispatch(tasks.raises_error_exiting_on_type_check)
+        dispatch = connection.dispatch(task)
         # Act
         outcome, survived = await witness_survives(
             worker, connection, gate, asyncio.wait_for(dispatch, 10)
         )
         # Assert
-        assert isinstance(outcome, RuntimeError) and "ErrorExitingOnTypeCheck" in str(outcome)
-        assert survived
-
-    async def test_dispatch_exception_named_by_exit_is_answered(self, busy_worker) -> None:
-        """Given a task raising an exception whose repr and whose type's name (a
-        metaclass's) call sys.exit, so that pickling and describing it exit, then the
-        caller gets a RuntimeError describing it (the call hung after the Ack, never
-        answered), and the worker and its other task carry on."""
-        # Arrange
-        worker, connection, gate = busy_worker
-        dispatch = connection.dispatch(tasks.raises_error_named_by_exit)
-        # Act
-        outcome, survived = await witness_survives(
-            worker, connection, gate, asyncio.wait_for(dispatch, 10)
-        )
-        # Assert
-        assert isinstance(outcome, RuntimeError) and "ErrorNamedByExit object" in str(outcome)
+        assert isinstance(outcome, RuntimeError) and described in str(outcome)
         assert survived
 
 
