@@ -47,6 +47,19 @@ MALFORMED_REPLY_CODE: Final = grpc.StatusCode.INTERNAL
 """The code of a ``MalformedReply``: what gRPC itself reports for an undecodable message."""
 
 
+def safe_repr(thing: object) -> str:
+    """``repr(thing)``, or ``object.__repr__``'s (its type and address) if its
+    ``repr`` itself raises (a hostile ``__repr__`` may raise anything, an exit
+    included; a metaclass may make even the type's ``__name__`` exit, which
+    ``object.__repr__`` does not look up). Always a plain ``str``: a ``str``
+    subclass that a ``__repr__`` returns would run code of its own
+    (``__format__``, ``__str__``) wherever the text is formatted or logged."""
+    try:
+        return str.__str__(repr(thing))
+    except BaseException:
+        return f"<failing repr of {object.__repr__(thing)}>"
+
+
 class WoolError(Exception):
     """Root of every error wool-idle raises on purpose."""
 
@@ -75,11 +88,7 @@ class TaskAborted(WoolError):
     """
 
     def __init__(self, exception: BaseException) -> None:
-        try:  # a plain str: a str subclass's __format__ would be the worker's code too
-            described = str.__str__(repr(exception))
-        except BaseException:  # the worker's code: its __repr__, its type's __name__ may exit
-            described = f"<failing repr of {object.__repr__(exception)}>"
-        super().__init__(f"task raised {described}")
+        super().__init__(f"task raised {safe_repr(exception)}")  # the worker's code
         self.exception = exception
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

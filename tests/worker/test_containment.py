@@ -10,7 +10,8 @@ import sys
 import pytest
 from support.tasks import AbortDescribedByExitingText
 
-from wool_idle.worker.containment import ContainingEventLoop, TaskExit, contained, safe_repr
+from wool_idle.exceptions import safe_repr
+from wool_idle.worker.containment import ContainingEventLoop, TaskExit, contained
 
 
 class FailingRepr:

@@ -6,8 +6,8 @@ its uid, pid, version and secure flag are the labels of its one info series
 ``wool_worker_info``, so a restart changes that series only. An address
 listed by several records, in one discovery or in several, is one target when
 the records agree on its labels (namespace and tags; the first record gives the
-info series), and none when they disagree (``apply``). The exporter's own series, per discovery
-(label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
+info series), and none when they disagree (``apply``). The exporter's own
+series, per discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
 ``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
 (the reasons are ``FollowProblem``).
 """

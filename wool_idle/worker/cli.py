@@ -30,7 +30,13 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
-from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
+from wool_idle.exceptions import (
+    IdleUnavailable,
+    RpcError,
+    StopRefused,
+    TransientRpcError,
+    safe_repr,
+)
 from wool_idle.logs import log_repeats_once
 from wool_idle.worker.auth import MethodPolicy
 from wool_idle.worker.connection import WorkerConnection
@@ -38,7 +44,6 @@ from wool_idle.worker.containment import (
     EXIT_LOOP_ENDED,
     EXITS,
     ContainingEventLoop,
-    safe_repr,
 )
 from wool_idle.worker.leaving import LEAVING_TIME, ExitDeadline
 from wool_idle.worker.server import WorkerServer

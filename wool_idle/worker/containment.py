@@ -35,6 +35,8 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar, TypeVarTuple
 
+from wool_idle.exceptions import safe_repr
+
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike
 
@@ -64,19 +66,6 @@ async def contained(coroutine: Coroutine[Any, Any, Any]) -> Any:
         return await coroutine
     except EXITS as exit_:
         raise TaskExit(exit_) from None
-
-
-def safe_repr(thing: object) -> str:
-    """``repr(thing)``, or ``object.__repr__``'s (its type and address) if its
-    ``repr`` itself raises (a hostile ``__repr__`` may raise anything, an exit
-    included; a metaclass may make even the type's ``__name__`` exit, which
-    ``object.__repr__`` does not look up). Always a plain ``str``: a ``str``
-    subclass that a ``__repr__`` returns would run code of its own
-    (``__format__``, ``__str__``) wherever the text is formatted or logged."""
-    try:
-        return str.__str__(repr(thing))
-    except BaseException:
-        return f"<failing repr of {object.__repr__(thing)}>"
 
 
 def _containing(callback: Callable[[*Ts], object]) -> Callable[[*Ts], object]:

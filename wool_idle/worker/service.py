@@ -20,10 +20,10 @@ from typing import Any, Final, TypeAlias
 import cloudpickle
 import grpc
 
-from wool_idle.exceptions import OutcomeTooLarge, TaskCancelled
+from wool_idle.exceptions import OutcomeTooLarge, TaskCancelled, safe_repr
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
-from wool_idle.worker.containment import TaskExit, contained, safe_repr
+from wool_idle.worker.containment import TaskExit, contained
 from wool_idle.worker.in_flight import InFlightTasks
 
 log = logging.getLogger(__name__)
