@@ -249,11 +249,12 @@ class TestWorkerConnection:
         with pytest.raises(ValueError, match="invalid address"):
             WorkerConnection(target)
 
-    @pytest.mark.parametrize("grace", [math.nan, -1e-50, 1e-50])
+    @pytest.mark.parametrize("grace", [math.nan, -1e-50, 1e-50, 10**400, -(10**400)])
     async def test_stop_grace_meaningless_on_the_wire_raises(self, scripted, grace) -> None:
-        """Given a NaN grace, or one so small that the wire's 32-bit float makes it 0
-        (a negative one meant: wait indefinitely), when stop is awaited with it, then
-        ValueError without calling the worker (one would cancel its tasks at once)."""
+        """Given a NaN grace, one so small that the wire's 32-bit float makes it 0
+        (a negative one meant: wait indefinitely), or an integer too large for any
+        float, when stop is awaited with it, then ValueError without calling the
+        worker (one would cancel its tasks at once)."""
         # Arrange
         worker = await scripted(seconds=1.0)
         # Act

@@ -152,10 +152,14 @@ class WorkerConnection:
         ``IdleReport.conditional_stop``). ``timeout`` is the call's deadline
         and must exceed a non-negative grace. ``ValueError`` before any call for
         a NaN grace or one that is 0 as the wire's 32-bit float (``-1e-50``):
-        a worker might cancel in-flight tasks at once.
+        a worker might cancel in-flight tasks at once; and for an integer grace
+        too large for any float (``10**400``).
         """
         deadline = check_timeout(timeout)
-        request = StopRequest(timeout=grace)
+        try:
+            request = StopRequest(timeout=grace)
+        except OverflowError:
+            raise ValueError(f"grace {grace!r} is too large for a float") from None
         if math.isnan(grace) or (request.timeout == 0) != (grace == 0):
             raise ValueError(f"grace {grace!r} has no meaning as a 32-bit float on the wire")
         if if_idle_for is not None:
