@@ -553,6 +553,8 @@ class TestScrapeBudget:
             ("4", 315360000.0, 2.0),
             ("0", 0.5, 5.0),
             ("soon", 0.5, 5.0),
+            ("0_2", 0.5, 5.0),
+            ("\u0663", 0.5, 5.0),
         ],
     )
     def test_scrape_budget_offset_takes_at_most_half(
@@ -560,7 +562,8 @@ class TestScrapeBudget:
     ) -> None:
         """Given --timeout 5s, an offset and Prometheus's announced scrape timeout, when
         the budget is computed, then it is the timeout less the offset, the offset
-        taking at most half of it, capped by --timeout; no usable header: --timeout."""
+        taking at most half of it, capped by --timeout; no usable header (missing, not a
+        positive number, or not plain ASCII digits): --timeout."""
         # Arrange
         headers = {} if header is None else {SCRAPE_TIMEOUT_HEADER: header}
         request = make_mocked_request("GET", "/metrics", headers=headers)

@@ -62,11 +62,13 @@ def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
 
     Prometheus's announced scrape timeout less ``timeout_offset``, where the offset
     takes at most half of the announced timeout: a short ``scrape_timeout`` (at or
-    below the offset) still leaves the workers half of it, never nothing.
+    below the offset) still leaves the workers half of it, never nothing. A header
+    that is no plain ASCII number (Python's ``float`` also reads ``1_0`` and other
+    scripts' digits) counts as absent.
     """
-    header = request.headers.get(SCRAPE_TIMEOUT_HEADER)
+    header = request.headers.get(SCRAPE_TIMEOUT_HEADER, "")
     try:
-        announced = float(header) if header is not None else math.inf
+        announced = float(header) if header.isascii() and "_" not in header else math.inf
     except ValueError:
         announced = math.inf
     if not math.isfinite(announced) or announced <= 0:
