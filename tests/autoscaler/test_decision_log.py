@@ -14,7 +14,7 @@ from wool_idle.autoscaler.verdicts import StopResult, Verdict
 STOPPED = Record(1700000000.0, "a:1", 600.5, Verdict.STOP, 601.0, StopResult.STOPPED)
 HELD = Record(1700000000.0, "b:1", 700.0, Verdict.MIN_WORKERS)
 GROUPED = Record(
-    1700000000.0, "c:1", 700.0, Verdict.MIN_WORKERS, group={"wool_tags": "hot", "zone": ""}
+    1700000000.0, "c:1", 700.0, Verdict.MIN_WORKERS, group={"wool_tags": "hot,x=y", "zone": ""}
 )
 
 
@@ -60,12 +60,21 @@ class TestWrite:
         )
 
     def test_write_text_names_the_group(self, written) -> None:
-        """Given a held decision of a grouped worker, when written as text, then the
-        line ends with its group as label=value pairs in one field."""
+        """Given a held decision of a grouped worker whose tags hold ',' and '=', when
+        written as text, then the line ends with one field per group label."""
         # Act
         line = logs.TextFormatter().format(written(GROUPED))
         # Assert
-        assert line.endswith(" group=wool_tags=hot,zone=")
+        assert line.endswith(" group.wool_tags=hot,x=y group.zone=")
+
+    def test_write_json_names_the_group(self, written) -> None:
+        """Given the same decision, when written as JSON, then each group label is a
+        key of its own holding the value as it is."""
+        # Act
+        entry = json.loads(logs.JsonFormatter().format(written(GROUPED)))
+        # Assert
+        assert (entry["group.wool_tags"], entry["group.zone"]) == ("hot,x=y", "")
+        assert "group" not in entry
 
 
 class TestRecord:
@@ -98,4 +107,4 @@ class TestRecord:
         """Given a record of a grouped worker, then /decisions serves its group labels
         as an object."""
         # Act / Assert
-        assert GROUPED.fields()["group"] == {"wool_tags": "hot", "zone": ""}
+        assert GROUPED.fields()["group"] == {"wool_tags": "hot,x=y", "zone": ""}

@@ -2,7 +2,9 @@
 
 A record is written once per log line: the message is ``decision`` and every
 fact is a field of the log record (``extra``). JSON logs carry the fields as
-keys; text logs append them as ``key=value``.
+keys; text logs append them as ``key=value``. Each ``--group-by`` label is a
+field of its own, ``group.<label>``, so a value holding ``,`` or ``=`` (wool's
+tags are comma-separated) reads as one value.
 """
 
 from __future__ import annotations
@@ -56,6 +58,5 @@ def write(record: Record, level: int = logging.INFO) -> None:
     if record.result is not None:
         fields["confirmed_idle"] = record.confirmed_idle
         fields["result"] = record.result.value
-    if record.group:
-        fields["group"] = ",".join(f"{name}={value}" for name, value in record.group.items())
+    fields.update((f"group.{name}", value) for name, value in record.group.items())
     log.log(level, "decision", extra=fields)
