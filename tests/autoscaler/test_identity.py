@@ -90,6 +90,27 @@ class TestAddressResolver:
         resolved = await AddressResolver().resolve([worker, "127.0.0.1:5"])
         assert resolved == {"127.0.0.1:5": frozenset({"127.0.0.1:5"})}
 
+    @pytest.mark.parametrize("lookup", [False, True], ids=["literal", "getaddrinfo"])
+    async def test_resolve_ipv6_zone_by_name_or_number_is_one_zone(self, lookup: bool) -> None:
+        """Given one link-local address with its zone as the interface's name, as its
+        index (with a leading zero too) and with no zone, when resolved (as a literal
+        by the resolver, or through a lookup), then the zoned spellings lead to one
+        endpoint, the zone as the index, and the unzoned one apart: a worker named
+        both ways counts once, and two links' workers stay two."""
+        # Arrange
+        index = socket.if_nametoindex("lo")
+        workers = ["[fe80::1%lo]:5", f"[fe80::1%{index}]:5", f"[fe80::1%0{index}]:5"]
+        # Act
+        if lookup:
+            resolved = {w: identity._look_up(w) for w in [*workers, "[fe80::1]:5"]}
+        else:
+            resolved = await AddressResolver().resolve([*workers, "[fe80::1]:5"])
+        # Assert
+        assert resolved == {
+            **dict.fromkeys(workers, frozenset({f"[fe80::1%{index}]:5"})),
+            "[fe80::1]:5": frozenset({"[fe80::1]:5"}),
+        }
+
     async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
         """Given a unix label resolved once, when its link is turned to another path,
         then the answer is kept until the TTL has passed, and then read again."""

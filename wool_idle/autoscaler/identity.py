@@ -6,7 +6,8 @@ resolves every label to its endpoints:
 
 - ``host:port``: the IP addresses the host resolves to (``getaddrinfo``, on
   threads of its own, at most ``timeout`` seconds for all labels together),
-  each with the port; an IP address needs no lookup;
+  each with the port; an IP address needs no lookup; an IPv6 zone counts as
+  its interface's index (``%lo`` and ``%1`` are one zone, two links two);
 - ``unix:/path``: the real path (symbolic links and ``..`` followed) of a
   socket that exists (the autoscaler could not dial one it cannot see), and
   its inode (``unix-inode:DEV:INO``: one socket reached through a hard link or
@@ -197,7 +198,7 @@ def _look_up(worker: str) -> Endpoints | None:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError):
         return None
-    points = frozenset(_endpoint(str(sockaddr[0]), port) for *_, sockaddr in found)
+    points = frozenset(_endpoint(str(sockaddr[0]), port, *sockaddr[3:]) for *_, sockaddr in found)
     return None if any(map(_unspecified, points)) else points or None
 
 
@@ -209,12 +210,30 @@ def _unspecified(point: str) -> bool:
     return ipaddress.ip_address(host).is_unspecified
 
 
-def _endpoint(host: str, port: int) -> str:
-    """``host`` (an IP address; ``ValueError`` if not) and ``port`` in one spelling."""
+def _endpoint(host: str, port: int, scope_id: int = 0) -> str:
+    """``host`` (an IP address; ``ValueError`` if not) and ``port`` in one spelling.
+
+    An IPv6 zone is spelt as its interface's index, so ``%lo`` and ``%1`` are one
+    zone (a name no interface here has stays as written); ``scope_id`` is the zone a
+    lookup found, which it gives apart from the address."""
     address = ipaddress.ip_address(host)
     if isinstance(address, ipaddress.IPv6Address):
         mapped = address.ipv4_mapped
         if mapped is None:
-            return f"[{address.compressed}]:{port}"
+            zone = address.scope_id or (str(scope_id) if scope_id else None)
+            plain = address.compressed.partition("%")[0]
+            return f"[{plain}%{_zone_index(zone)}]:{port}" if zone else f"[{plain}]:{port}"
         address = mapped
     return f"{address}:{port}"
+
+
+def _zone_index(zone: str) -> str:
+    """IPv6 zone ``zone`` as its interface's index: a number as it is (without
+    leading zeros), a name as its interface's index, or as written if no interface
+    here has that name."""
+    if zone.isdecimal() and zone.isascii():
+        return str(int(zone))
+    try:
+        return str(socket.if_nametoindex(zone))
+    except (OSError, ValueError):
+        return zone
