@@ -240,8 +240,9 @@ class TestProberTls:
         self, start_server, tls_material: TlsMaterial
     ) -> None:
         """Given client TLS, when probing a plaintext worker listed statically (TLS by
-        the flags) and a TLS worker whose certificate another CA signed, then both
-        fail their handshake: reason tls, not unavailable; a closed port stays
+        the flags), a TLS worker whose certificate another CA signed, and one whose
+        certificate does not name the server name the exporter expects, then all fail
+        their handshake: reason tls, not unavailable; a closed port stays
         unavailable."""
         # Arrange
         server_tls = ServerTls(cert_file=tls_material.server.cert, key_file=tls_material.server.key)
@@ -252,9 +253,17 @@ class TestProberTls:
             timeout=5.0,
             concurrency=4,
         )
+        wrong_name = Prober(
+            tls=ClientTls(ca_file=tls_material.ca, server_name="elsewhere.example"),
+            timeout=5.0,
+            concurrency=4,
+        )
         prober = Prober(tls=self.client_tls(tls_material), timeout=5.0, concurrency=4)
         # Act
         static = await prober.probe(Target(plain.address), time.monotonic() + 5.0)
+        misnamed = await wrong_name.probe(
+            Target(secure.address, secure=True), time.monotonic() + 5.0
+        )
         closed = await prober.probe(Target(closed_ports(1)[0]), time.monotonic() + 5.0)
         untrusted = await wrong_ca.probe(
             Target(secure.address, secure=True), time.monotonic() + 5.0
@@ -262,6 +271,8 @@ class TestProberTls:
         # Assert
         assert (static.up, static.error) == (False, ErrorReason.TLS)
         assert (untrusted.up, untrusted.error) == (False, ErrorReason.TLS)
+        assert (misnamed.up, misnamed.error) == (False, ErrorReason.TLS)
         assert closed.error is ErrorReason.UNAVAILABLE
         await prober.close()
         await wrong_ca.close()
+        await wrong_name.close()

@@ -46,6 +46,10 @@ peer sent them, so it answered (unless ``HTTP_STATUS_ONLY``)."""
 HTTP_STATUS_ONLY: Final = "Received http2 header with status"
 """How gRPC's client details a status it made of an HTTP response that carried no
 gRPC status (grpc/doc/http-grpc-status-mapping.md)."""
+TLS_FAILURES: Final = ("handshake", "verification check failed")
+"""How gRPC's client details (in lower case) an UNAVAILABLE that a TLS handshake
+made: it failed (a wrong CA, a plaintext worker), or the worker's certificate does
+not name it (``Hostname Verification Check failed``)."""
 
 
 class ErrorReason(StrEnum):
@@ -59,8 +63,11 @@ class ErrorReason(StrEnum):
     """The worker predates the idle RPC (a wool worker older than 0.15)."""
     TLS = "tls"
     """A TLS mismatch: the TLS handshake failed (a wrong CA, a plaintext worker, a
-    refused certificate), or the worker's discovery record says it serves TLS and no
-    client TLS is configured (the worker is then not dialled)."""
+    certificate that does not name the worker), or the worker's discovery record says
+    it serves TLS and no client TLS is configured (the worker is then not dialled).
+    A worker that refuses the exporter's certificate, or serves TLS to a plaintext
+    exporter, closes the connection: gRPC tells that apart from no TLS problem only
+    as a closed socket, so it is ``unavailable``."""
     INVALID_VALUE = "invalid_value"
     """The worker answered a value that is not a finite number >= 0."""
     INVALID_REPLY = "invalid_reply"
@@ -122,8 +129,9 @@ def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
         if error.code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return ErrorReason.DEADLINE, False
         if error.code is grpc.StatusCode.UNAVAILABLE:
-            handshake = "handshake" in error.details.lower()
-            return (ErrorReason.TLS if handshake else ErrorReason.UNAVAILABLE), False
+            details = error.details.lower()
+            tls = any(failure in details for failure in TLS_FAILURES)
+            return (ErrorReason.TLS if tls else ErrorReason.UNAVAILABLE), False
         return ErrorReason.OTHER, error.code in PEER_CODES
     if isinstance(error, asyncio.CancelledError):
         # The call was cut off under the probe (its channel closed), not by the caller.
