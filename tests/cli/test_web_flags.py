@@ -119,6 +119,25 @@ class TestWebConfig:
         assert "not valid PEM, or encrypted" in err and str(key) in err
         assert "pass phrase" not in err
 
+    def test_web_config_check_needs_no_max_idle(self, tmp_path: Path, capsys) -> None:
+        """Given a valid web config, when the autoscaler checks it without --max-idle
+        (which only the run needs), then it prints OK and exits 0; without the check,
+        leaving --max-idle out still exits 2 naming it."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text("http_server_config: {headers: {X-Frame-Options: deny}}\n")
+        # Act
+        with pytest.raises(SystemExit) as checked:
+            main(["autoscaler", "--web.config.file", str(path), "--web.config.check"])
+        out = capsys.readouterr().out
+        with pytest.raises(SystemExit) as run:
+            main(["autoscaler", "--web.config.file", str(path)])
+        err = capsys.readouterr().err
+        # Assert
+        assert (checked.value.code, out) == (0, f"{path}: OK\n")
+        assert run.value.code == 2
+        assert "the following arguments are required: --max-idle" in err
+
 
 class TestWebListenAddress:
     @pytest.mark.parametrize("daemon", DAEMONS, ids=lambda d: d[0])

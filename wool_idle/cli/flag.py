@@ -39,6 +39,9 @@ class Flag:
     repeatable: bool = False
     """A comma-separated list; the flag may also be repeated."""
     environment: bool = True
+    waives_required: bool = False
+    """A switch that checks a file and exits before the run: given, flags the run
+    requires may be left out (``--web.config.check``)."""
 
     @property
     def dest(self) -> str:
@@ -69,6 +72,8 @@ class Flag:
         shown = self._shown_default()
         if shown:
             text += f" (default: {shown})"
+        if self.default is REQUIRED:
+            text += " (required)"
         if self.repeatable:
             text += " (comma-separated list; repeatable)"
         if self.variable:

@@ -102,6 +102,7 @@ class Parser(argparse.ArgumentParser):
         parsed, rest = super().parse_known_args(args, namespace)
         if self.subcommands:
             self._refuse_unread_variables()
+        waived = any(f.waives_required and hasattr(parsed, f.dest) for f in self.flags)
         explicit = set()
         for flag in self.flags:
             from_environment = self._read_environment(flag)
@@ -110,7 +111,7 @@ class Parser(argparse.ArgumentParser):
             elif from_environment is not _UNSET:
                 setattr(parsed, flag.dest, from_environment)
                 explicit.add(flag.name)
-            elif flag.default is REQUIRED:
+            elif flag.default is REQUIRED and not waived:
                 self.error(f"the following arguments are required: {flag.label}")
             else:
                 setattr(parsed, flag.dest, flag.default)
@@ -125,8 +126,7 @@ class Parser(argparse.ArgumentParser):
         kwargs: dict[str, Any] = {
             "dest": flag.dest,
             "default": argparse.SUPPRESS,
-            "help": flag.describe(),
-            "required": flag.default is REQUIRED and flag.variable not in os.environ,
+            "help": flag.describe(),  # a required flag is checked after the environment
         }
         if flag.value is None:
             kwargs["action"] = "store_true"
@@ -181,11 +181,12 @@ class Section:
         aliases: tuple[str, ...] = (),
         repeatable: bool = False,
         environment: bool = True,
+        waives_required: bool = False,
     ) -> None:
         """Add flag ``name`` taking ``value`` (None: a switch) with ``help``.
 
         The default, unless given, is the settings field of the flag's name;
-        a field without default makes the flag required.
+        a field without default makes the flag required (see ``Flag`` for the rest).
         """
         flag = Flag(
             name=name,
@@ -195,6 +196,7 @@ class Section:
             aliases=aliases,
             repeatable=repeatable,
             environment=environment,
+            waives_required=waives_required,
         )
         if default is FROM_SETTINGS:
             flag = dataclasses.replace(flag, default=self._settings_default(flag))

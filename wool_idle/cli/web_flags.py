@@ -32,9 +32,10 @@ def add_web_flags(parser: Parser) -> None:
     web.add(
         "--web.config.check",
         None,
-        "validate --web.config.file and exit",
+        "validate --web.config.file and exit (the daemon's other required flags may be left out)",
         default=False,
         environment=False,
+        waives_required=True,
     )
 
 
