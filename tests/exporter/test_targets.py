@@ -127,6 +127,24 @@ class TestTargetSet:
         assert fixed and targets.reload_success
         assert [t.address for t in targets.all()] == ["s:9", "b:2"]
 
+    def test_reload_timestamp_zero_until_the_file_is_first_read(self, tmp_path: Path) -> None:
+        """Given a targets file that does not exist yet, when read, then the reload
+        timestamp stays 0 (no read has succeeded); once the file is there and read, it
+        is the time of that read. Without a file it is the set's creation time."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        targets = TargetSet(path=str(path))
+        before = time.time()
+        # Act
+        missing = targets.reload()
+        stamp_missing = targets.reload_timestamp
+        path.write_text("- targets: ['a:1']\n")
+        loaded = targets.reload()
+        # Assert
+        assert (missing, stamp_missing) == (False, 0.0)
+        assert loaded and targets.reload_timestamp >= before
+        assert TargetSet().reload_timestamp >= before
+
     def test_reload_unreadable_file(self, tmp_path: Path) -> None:
         """Given a path that does not exist, when reloaded, then no targets and failure."""
         # Arrange

@@ -126,6 +126,7 @@ class ExporterCollector(Collector):
         )
         yield GaugeMetricFamily(
             "wool_exporter_targets_reload_timestamp_seconds",
-            "Unix time of the last successful read of the targets file.",
+            "Unix time of the last successful read of the targets file "
+            "(0 until it is first read; the start time without one).",
             value=self.targets.reload_timestamp,
         )

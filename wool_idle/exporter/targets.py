@@ -113,13 +113,15 @@ class TargetSet:
     ``reload`` (on the calling thread) and ``refresh`` (off the event loop)
     re-read the file when its content changed, or when forced; a failure
     keeps the previous file targets and is logged once per distinct failure.
+    ``reload_timestamp`` is the time of the last successful read: 0 until the
+    file is first read, the set's creation time without a file.
     """
 
     def __init__(self, *, static: Sequence[Target] = (), path: str | None = None) -> None:
         self._static = tuple(static)
         self.path = path
         self.reload_success = True
-        self.reload_timestamp = time.time()
+        self.reload_timestamp = time.time() if path is None else 0.0
         self._file_targets: tuple[Target, ...] = ()
         self._discovered: tuple[Target, ...] = ()
         self._digest: bytes | None = None
