@@ -126,7 +126,8 @@ class TestAutoscalerCli:
     async def test_ready_once_a_source_read_succeeded(self, fleet, exporter_process) -> None:
         """Given two daemons on Unix sockets, one reading a dead URL and one a live
         exporter, when /-/ready is asked, then the first says 503 (no read succeeded
-        yet) and the second becomes 200; both serve their build info on /metrics."""
+        yet) and the second becomes 200; its /metrics has its build info and, as the
+        exporter's, its process's series."""
         # Arrange
         (address,) = await fleet.start(1)
         exporter = exporter_process([address])
@@ -154,7 +155,8 @@ class TestAutoscalerCli:
         # Assert
         assert dead == (503, "no successful read of the source yet\n")
         assert live == 200
-        assert any(name == "wool_idle_build_info" for name, _ in samples(metrics[1]))
+        names = {name for name, _ in samples(metrics[1])}
+        assert {"wool_idle_build_info", "process_cpu_seconds_total", "python_info"} <= names
         assert statuses == [0, 0]
 
 

@@ -6,10 +6,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.connections import ADHOC_LIMIT, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.web.metrics import process_registry
 
 
 @pytest.fixture

@@ -28,12 +28,12 @@ from wool_idle.exporter.app import (
     SCRAPE_TIMEOUT_HEADER,
     ExporterSettings,
     create_app,
-    process_registry,
     scrape_budget,
 )
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
+from wool_idle.web.metrics import process_registry
 from wool_idle.worker import ClientTls, LocalWorker, WorkerConnection
 
 PROMETHEUS_ACCEPT = (

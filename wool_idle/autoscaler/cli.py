@@ -8,8 +8,6 @@ import dataclasses
 import logging
 from typing import Final
 
-from prometheus_client import CollectorRegistry
-
 from wool_idle.autoscaler.app import create_app
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
@@ -40,7 +38,7 @@ from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.client_config import HttpClientConfig
 from wool_idle.web.client_session import http_session
 from wool_idle.web.live_config import LiveWebConfig
-from wool_idle.web.metrics import register_build_info
+from wool_idle.web.metrics import process_registry, register_build_info
 from wool_idle.web.site import serve_app
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -203,7 +201,7 @@ async def _main(
     action: ActionSettings,
     web: LiveWebConfig | None,
 ) -> int:
-    registry = CollectorRegistry(auto_describe=False)
+    registry = process_registry()
     register_build_info(registry)
     origin = source.prometheus_url or source.metrics_url
     async with http_session(http, origin=origin) as session:

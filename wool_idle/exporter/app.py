@@ -18,7 +18,7 @@ from typing import Final
 from urllib.parse import quote
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
@@ -75,14 +75,6 @@ def scrape_budget(request: web.Request, settings: ExporterSettings) -> float:
         return settings.timeout
     offset = min(settings.timeout_offset, announced / 2)
     return min(settings.timeout, announced - offset)
-
-
-def process_registry() -> CollectorRegistry:
-    """A new registry holding this process's process and platform collectors."""
-    registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    return registry
 
 
 def create_app(

@@ -24,7 +24,7 @@ from wool_idle.cli.web_flags import add_web_flags, web_config
 from wool_idle.discovery.follow import WoolMissing, require_wool
 from wool_idle.discovery.lan import restrict_zeroconf
 from wool_idle.discovery.spec import DiscoveryKind
-from wool_idle.exporter.app import ExporterSettings, create_app, process_registry
+from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.connections import ConnectionCache
 from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
 from wool_idle.exporter.probe import Prober
@@ -38,7 +38,7 @@ from wool_idle.exporter.runtime import (
 from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.targets import Target, TargetSet
 from wool_idle.web.live_config import LiveWebConfig
-from wool_idle.web.metrics import register_build_info
+from wool_idle.web.metrics import process_registry, register_build_info
 from wool_idle.web.site import serve_app
 from wool_idle.worker import ClientTls
 

@@ -9,7 +9,7 @@ from typing import Final
 
 import grpc
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Info
+from prometheus_client import CollectorRegistry, Info, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest
 from prometheus_client.registry import Collector
 
@@ -97,6 +97,15 @@ def _weight(text: str | None) -> float:
         return float(text)
     except ValueError:
         return 1.0
+
+
+def process_registry() -> CollectorRegistry:
+    """A new registry for a daemon's ``/metrics``, holding this process's process and
+    platform collectors (``process_*``, ``python_info``)."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
 
 
 def register_build_info(registry: CollectorRegistry) -> None:
