@@ -125,3 +125,59 @@ class TestWoolRetirement:
         assert before == {listed[a].pid for a in hot}
         assert routed
         assert after == {listed[kept].pid}
+
+    async def test_pool_bound_on_every_interface_is_retired(self) -> None:
+        """Given a held namespace with a pool of 2 idle workers bound on 0.0.0.0 (as
+        wool's docs show; wool then publishes 0.0.0.0:P) and an exporter following the
+        namespace, when `autoscaler --once --min-workers 1 --wool-discovery local:NS`
+        runs, then one of them is stopped and its drop published: 0.0.0.0:P leads to
+        this host's loopback, one known worker, not an unresolved label."""
+        async with WoolFleet() as pools:
+            # Arrange
+            await pools.hold()
+            await pools.serve("cold", 2, host="0.0.0.0")
+            listed = await records(pools.namespace)
+            exporter = spawn_cli(
+                [
+                    "exporter",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--wool-discovery",
+                    f"local:{pools.namespace}",
+                    "--wool-discovery.poll-interval",
+                    "250ms",
+                ]
+            )
+            url = exporter.stdout.readline().strip()
+            try:
+                await asyncio.sleep(1.0)
+                # Act
+                result = await asyncio.to_thread(
+                    run_cli,
+                    [
+                        "autoscaler",
+                        "--once",
+                        "--metrics-url",
+                        url,
+                        "--max-idle",
+                        "300ms",
+                        "--min-workers",
+                        "1",
+                        "--grace",
+                        "2s",
+                        "--wool-discovery",
+                        f"local:{pools.namespace}",
+                    ],
+                )
+            finally:
+                exporter.terminate()
+                exporter.wait(timeout=30)
+            stopped = {a for a in listed if f"worker={a} verdict=stop " in result.stderr}
+            remaining = await records(pools.namespace)
+        # Assert
+        assert len(listed) == 2 and all(a.startswith("0.0.0.0:") for a in listed)
+        assert result.returncode == 0, result.stderr
+        assert len(stopped) == 1, result.stderr
+        (gone,) = stopped
+        assert f"worker {gone}: drop published" in result.stderr
+        assert set(remaining) == set(listed) - stopped

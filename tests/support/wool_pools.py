@@ -65,9 +65,12 @@ class WoolFleet:
         """Own the LocalDiscovery namespace (start it first, it goes last)."""
         return await self._start("hold")
 
-    async def serve(self, tag: str, workers: int) -> asyncio.subprocess.Process:
-        """A pool of ``workers`` wool workers tagged ``tag``, published on the namespace."""
-        return await self._start("serve", "--tag", tag, "--workers", str(workers))
+    async def serve(
+        self, tag: str, workers: int, *, host: str = "127.0.0.1"
+    ) -> asyncio.subprocess.Process:
+        """A pool of ``workers`` wool workers tagged ``tag``, bound on ``host``, published
+        on the namespace."""
+        return await self._start("serve", "--tag", tag, "--workers", str(workers), "--host", host)
 
     async def client(
         self, tag: str, *, seconds: float, interval: float = 0.25, task_seconds: float = 0.0

@@ -13,12 +13,15 @@ resolves every label to its endpoints:
   its inode (``unix-inode:DEV:INO``: one socket reached through a hard link or
   a bind mount has two real paths and one inode).
 
+An unspecified address (``0.0.0.0``, ``::``, however spelt) leads where dialling
+it leads: this host's loopback, ``127.0.0.1`` or ``::1`` (so ``0.0.0.0:P`` and
+``127.0.0.1:P`` are one worker; a wool worker started with ``host="0.0.0.0"``
+publishes ``0.0.0.0:P`` to discovery).
+
 Labels whose endpoints overlap, directly or through other labels, name one
 worker. A label that does not resolve (no such host, no answer in time, no
-such socket, a relative unix path, which means another path in each process),
-or that resolves to an unspecified address (``0.0.0.0``, ``::``, however
-spelt: it reaches whichever local worker listens on the port, which another
-label names already) names an unknown worker: fail closed, the planner never stops it and does not
+such socket, a relative unix path, which means another path in each process)
+names an unknown worker: fail closed, the planner never stops it and does not
 count it. A lookup still running when the time is up is not abandoned: its
 answer is used on a later cycle. Answers are kept ``ttl`` seconds, and only
 for the labels of the last read.
@@ -115,7 +118,7 @@ class AddressResolver:
     def _start(
         self,
         missing: list[str],
-        literals: Mapping[str, Endpoints | None],
+        literals: Mapping[str, Endpoints],
         answers: dict[str, tuple[Endpoints | None, float]],
         expires: float,
     ) -> None:
@@ -166,16 +169,14 @@ def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
     return identity_of
 
 
-def _literals(workers: list[str]) -> dict[str, Endpoints | None]:
-    """Where each of ``workers`` leads that needs no lookup (an IP address); None for
-    an unspecified one (it names no one worker, see ``_unspecified``)."""
-    found: dict[str, Endpoints | None] = {}
+def _literals(workers: list[str]) -> dict[str, Endpoints]:
+    """Where each of ``workers`` leads that needs no lookup (an IP address)."""
+    found: dict[str, Endpoints] = {}
     for worker in workers:
         if not worker.startswith(UNIX_PREFIX):
             host, port = split_host_port(worker)
             with contextlib.suppress(ValueError):  # not an IP address: a name
-                point = _endpoint(host, port)
-                found[worker] = None if _unspecified(point) else frozenset({point})
+                found[worker] = frozenset({_endpoint(host, port)})
     return found
 
 
@@ -199,15 +200,7 @@ def _look_up(worker: str) -> Endpoints | None:
     except (OSError, ValueError):
         return None
     points = frozenset(_endpoint(str(sockaddr[0]), port, *sockaddr[3:]) for *_, sockaddr in found)
-    return None if any(map(_unspecified, points)) else points or None
-
-
-def _unspecified(point: str) -> bool:
-    """Whether IP endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
-    address, with or without an IPv6 zone: any local interface, so no one worker.
-    Checked where endpoints are found (on the lookup threads), never on the loop."""
-    host = point.rpartition(":")[0].removeprefix("[").removesuffix("]")
-    return ipaddress.ip_address(host).is_unspecified
+    return points or None
 
 
 def _endpoint(host: str, port: int, scope_id: int = 0) -> str:
@@ -215,15 +208,20 @@ def _endpoint(host: str, port: int, scope_id: int = 0) -> str:
 
     An IPv6 zone is spelt as its interface's index, so ``%lo`` and ``%1`` are one
     zone (a name no interface here has stays as written); ``scope_id`` is the zone a
-    lookup found, which it gives apart from the address."""
+    lookup found, which it gives apart from the address. An unspecified address is
+    the loopback address dialling it reaches (zone or not)."""
     address = ipaddress.ip_address(host)
     if isinstance(address, ipaddress.IPv6Address):
         mapped = address.ipv4_mapped
         if mapped is None:
+            if address.is_unspecified:
+                return f"[::1]:{port}"
             zone = address.scope_id or (str(scope_id) if scope_id else None)
             plain = address.compressed.partition("%")[0]
             return f"[{plain}%{_zone_index(zone)}]:{port}" if zone else f"[{plain}]:{port}"
         address = mapped
+    if address.is_unspecified:
+        address = ipaddress.IPv4Address("127.0.0.1")
     return f"{address}:{port}"
 
 

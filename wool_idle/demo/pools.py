@@ -7,7 +7,9 @@
   needs a holder that outlives every pool and client.
 - ``serve``: a pool of ``--workers`` wool workers tagged ``--tag``, published on
   the namespace (``LocalDiscovery``, or ``LanDiscovery`` with ``--lan IP``),
-  until SIGTERM; then it drops and stops its workers.
+  until SIGTERM; then it drops and stops its workers. ``--host`` is the
+  workers' bind host on ``LocalDiscovery`` (wool's default ``127.0.0.1``;
+  ``0.0.0.0``, as wool's docs show, and wool publishes ``0.0.0.0:P``).
 - ``client``: a wool client dispatching ``whoami`` to workers tagged ``--tag``
   every ``--interval`` for ``--seconds`` (0: until SIGTERM), polling discovery
   (wool's change notifications are missed otherwise); it never owns the
@@ -80,7 +82,7 @@ async def serve(args: argparse.Namespace) -> None:
         worker = functools.partial(wool.LocalWorker, host=args.lan)
     else:
         discovery = functools.partial(wool.LocalDiscovery, args.namespace)
-        worker = functools.partial(wool.LocalWorker)
+        worker = functools.partial(wool.LocalWorker, host=args.host)
     pool = wool.WorkerPool(
         args.tag, spawn=args.workers, discovery=discovery, worker=worker, shutdown_timeout=10
     )
@@ -129,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tag", default="default")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--lan", metavar="IP", help="LanDiscovery on this interface only")
+    parser.add_argument("--host", default="127.0.0.1", help="serve: the workers' bind host")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=0.25)
     parser.add_argument("--task-seconds", type=float, default=0.0)
