@@ -81,45 +81,14 @@ class TestAddressResolver:
         }
 
     @pytest.mark.parametrize(
-        ("worker", "loopback"),
-        [
-            ("0.0.0.0:5", "127.0.0.1:5"),
-            ("[::ffff:0.0.0.0]:5", "127.0.0.1:5"),
-            ("0:5", "127.0.0.1:5"),
-            ("[::]:5", "[::1]:5"),
-            ("[::%1]:5", "[::1]:5"),
-            ("[::%lo]:5", "[::1]:5"),
-        ],
+        "worker", ["0.0.0.0:5", "[::]:5", "[::ffff:0.0.0.0]:5", "0:5", "[::%1]:5", "[::%lo]:5"]
     )
-    async def test_resolve_unspecified_address_leads_to_loopback(
-        self, worker: str, loopback: str
-    ) -> None:
+    async def test_resolve_unspecified_address_names_no_worker(self, worker: str) -> None:
         """Given a label that is, or resolves to, an unspecified address however spelt
-        (what a wool worker started with host="0.0.0.0" publishes), when resolved, then
-        it leads to the loopback address dialling it reaches: one worker with the
-        loopback label, as an identity."""
-        # Act
-        resolved = await AddressResolver().resolve([worker, loopback])
-        # Assert
-        assert resolved == dict.fromkeys([worker, loopback], frozenset({loopback}))
-        assert identities(resolved) == dict.fromkeys([worker, loopback], loopback)
-
-    async def test_unspecified_address_dials_loopback(self) -> None:
-        """Given a socket listening on 127.0.0.1 only, when 0.0.0.0 at its port is
-        dialled, then it connects (the fact the mapping above rests on); one listening
-        on 127.0.0.2 only is not reached through 0.0.0.0."""
-        # Arrange
-        reached = []
-        for host in ("127.0.0.1", "127.0.0.2"):
-            with socket.create_server((host, 0)) as server:
-                port = server.getsockname()[1]
-                try:
-                    with socket.create_connection(("0.0.0.0", port), timeout=5):
-                        reached.append(host)
-                except ConnectionRefusedError:
-                    pass
-        # Assert
-        assert reached == ["127.0.0.1"]
+        (it reaches whichever local worker listens on the port, which another label
+        names already), when resolved, then it is left out: it does not resolve."""
+        resolved = await AddressResolver().resolve([worker, "127.0.0.1:5"])
+        assert resolved == {"127.0.0.1:5": frozenset({"127.0.0.1:5"})}
 
     @pytest.mark.parametrize("lookup", [False, True], ids=["literal", "getaddrinfo"])
     async def test_resolve_ipv6_zone_by_name_or_number_is_one_zone(self, lookup: bool) -> None:
@@ -141,6 +110,16 @@ class TestAddressResolver:
             **dict.fromkeys(workers, frozenset({f"[fe80::1%{index}]:5"})),
             "[fe80::1]:5": frozenset({"[fe80::1]:5"}),
         }
+
+    @pytest.mark.parametrize("worker", ["[::1%lo]:5", "[::1%1]:5", "[::1%0]:5", "[fe80::1%0]:5"])
+    async def test_resolve_zone_on_no_link_local_address_is_none(self, worker: str) -> None:
+        """Given a zone on an address that is not link-local (the kernel ignores it
+        there), or zone 0, when resolved, then it leads where the address without the
+        zone leads: one worker, not two."""
+        # Act
+        resolved = await AddressResolver().resolve([worker])
+        # Assert
+        assert resolved == {worker: frozenset({worker.split("%")[0] + "]:5"})}
 
     async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
         """Given a unix label resolved once, when its link is turned to another path,

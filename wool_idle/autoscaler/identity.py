@@ -6,25 +6,25 @@ resolves every label to its endpoints:
 
 - ``host:port``: the IP addresses the host resolves to (``getaddrinfo``, on
   threads of its own, at most ``timeout`` seconds for all labels together),
-  each with the port; an IP address needs no lookup; an IPv6 zone counts as
-  its interface's index (``%lo`` and ``%1`` are one zone, two links two);
+  each with the port; an IP address needs no lookup; an IPv6 zone counts, as
+  its interface's index, on a link-local address only (``%lo`` and ``%1`` are
+  one zone, two links two; ``[::1%lo]`` is ``[::1]``);
 - ``unix:/path``: the real path (symbolic links and ``..`` followed) of a
   socket that exists (the autoscaler could not dial one it cannot see), and
   its inode (``unix-inode:DEV:INO``: one socket reached through a hard link or
   a bind mount has two real paths and one inode).
 
-An unspecified address (``0.0.0.0``, ``::``, however spelt) leads where dialling
-it leads: this host's loopback, ``127.0.0.1`` or ``::1`` (so ``0.0.0.0:P`` and
-``127.0.0.1:P`` are one worker; a wool worker started with ``host="0.0.0.0"``
-publishes ``0.0.0.0:P`` to discovery).
-
 Labels whose endpoints overlap, directly or through other labels, name one
 worker. A label that does not resolve (no such host, no answer in time, no
-such socket, a relative unix path, which means another path in each process)
-names an unknown worker: fail closed, the planner never stops it and does not
-count it. A lookup still running when the time is up is not abandoned: its
-answer is used on a later cycle. Answers are kept ``ttl`` seconds, and only
-for the labels of the last read.
+such socket, a relative unix path, which means another path in each process),
+or that resolves to an unspecified address (``0.0.0.0``, ``::``, however
+spelt: it reaches whichever local worker listens on the port, which another
+label may name; and a worker bound there answers on every address of its host,
+so no one spelling of it would count once) names an unknown worker: fail
+closed, the planner never stops it and does not count it. A lookup still
+running when the time is up is not abandoned: its answer is used on a later
+cycle. Answers are kept ``ttl`` seconds, and only for the labels of the last
+read.
 
 What this cannot see: one worker reached through addresses that resolve apart
 (a worker listening on every interface, named by ``127.0.0.1:P`` and by its
@@ -118,7 +118,7 @@ class AddressResolver:
     def _start(
         self,
         missing: list[str],
-        literals: Mapping[str, Endpoints],
+        literals: Mapping[str, Endpoints | None],
         answers: dict[str, tuple[Endpoints | None, float]],
         expires: float,
     ) -> None:
@@ -169,14 +169,16 @@ def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
     return identity_of
 
 
-def _literals(workers: list[str]) -> dict[str, Endpoints]:
-    """Where each of ``workers`` leads that needs no lookup (an IP address)."""
-    found: dict[str, Endpoints] = {}
+def _literals(workers: list[str]) -> dict[str, Endpoints | None]:
+    """Where each of ``workers`` leads that needs no lookup (an IP address); None for
+    an unspecified one (it names no one worker, see ``_unspecified``)."""
+    found: dict[str, Endpoints | None] = {}
     for worker in workers:
         if not worker.startswith(UNIX_PREFIX):
             host, port = split_host_port(worker)
             with contextlib.suppress(ValueError):  # not an IP address: a name
-                found[worker] = frozenset({_endpoint(host, port)})
+                point = _endpoint(host, port)
+                found[worker] = None if _unspecified(point) else frozenset({point})
     return found
 
 
@@ -200,28 +202,33 @@ def _look_up(worker: str) -> Endpoints | None:
     except (OSError, ValueError):
         return None
     points = frozenset(_endpoint(str(sockaddr[0]), port, *sockaddr[3:]) for *_, sockaddr in found)
-    return points or None
+    return None if any(map(_unspecified, points)) else points or None
+
+
+def _unspecified(point: str) -> bool:
+    """Whether IP endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
+    address, with or without an IPv6 zone: any local interface, so no one worker.
+    Checked where endpoints are found (on the lookup threads), never on the loop."""
+    host = point.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    return ipaddress.ip_address(host).is_unspecified
 
 
 def _endpoint(host: str, port: int, scope_id: int = 0) -> str:
     """``host`` (an IP address; ``ValueError`` if not) and ``port`` in one spelling.
 
-    An IPv6 zone is spelt as its interface's index, so ``%lo`` and ``%1`` are one
-    zone (a name no interface here has stays as written); ``scope_id`` is the zone a
-    lookup found, which it gives apart from the address. An unspecified address is
-    the loopback address dialling it reaches (zone or not)."""
+    An IPv6 zone counts only on a link-local address (the kernel ignores it on any
+    other), spelt as its interface's index, so ``%lo`` and ``%1`` are one zone (a
+    name no interface here has stays as written) and ``%0`` is none; ``scope_id`` is
+    the zone a lookup found, which it gives apart from the address."""
     address = ipaddress.ip_address(host)
     if isinstance(address, ipaddress.IPv6Address):
         mapped = address.ipv4_mapped
         if mapped is None:
-            if address.is_unspecified:
-                return f"[::1]:{port}"
-            zone = address.scope_id or (str(scope_id) if scope_id else None)
             plain = address.compressed.partition("%")[0]
-            return f"[{plain}%{_zone_index(zone)}]:{port}" if zone else f"[{plain}]:{port}"
+            zone = address.scope_id or str(scope_id)
+            index = _zone_index(zone) if address.is_link_local else "0"
+            return f"[{plain}]:{port}" if index == "0" else f"[{plain}%{index}]:{port}"
         address = mapped
-    if address.is_unspecified:
-        address = ipaddress.IPv4Address("127.0.0.1")
     return f"{address}:{port}"
 
 
