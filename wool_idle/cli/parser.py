@@ -122,11 +122,13 @@ class Parser(argparse.ArgumentParser):
         return parsed, rest
 
     def add_flag(self, flag: Flag, container: Any) -> None:
-        """Add ``flag`` to ``container`` (this parser or one of its groups)."""
+        """Add ``flag`` to ``container`` (this parser or one of its groups). A
+        required flag is not argparse's ``required``: ``parse_known_args`` checks it
+        after the environment, unless a flag that waives it was given."""
         kwargs: dict[str, Any] = {
             "dest": flag.dest,
             "default": argparse.SUPPRESS,
-            "help": flag.describe(),  # a required flag is checked after the environment
+            "help": flag.describe(),
         }
         if flag.value is None:
             kwargs["action"] = "store_true"

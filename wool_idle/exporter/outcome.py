@@ -66,8 +66,8 @@ class ErrorReason(StrEnum):
     certificate that does not name the worker), or the worker's discovery record says
     it serves TLS and no client TLS is configured (the worker is then not dialled).
     A worker that refuses the exporter's certificate, or serves TLS to a plaintext
-    exporter, closes the connection: gRPC tells that apart from no TLS problem only
-    as a closed socket, so it is ``unavailable``."""
+    exporter, closes the connection, which gRPC reports as a closed socket like any
+    other: ``unavailable``."""
     INVALID_VALUE = "invalid_value"
     """The worker answered a value that is not a finite number >= 0."""
     INVALID_REPLY = "invalid_reply"
