@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import wool
 import yaml
+from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
 from support.wool_pools import WoolFleet
 
@@ -18,6 +19,7 @@ from wool_idle.demo.routines import whoami
 pytestmark = pytest.mark.e2e
 
 WAIT = 15.0
+IDLE = "wool_worker_idle_seconds"
 
 
 async def records(namespace: str) -> dict[str, Any]:
@@ -45,6 +47,19 @@ async def until(condition: Any) -> bool:
     while not condition() and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.1)
     return bool(condition())
+
+
+async def until_served(url: str, workers: Any) -> bool:
+    """Whether the exporter at ``url`` served an idle value for each of ``workers``
+    within WAIT seconds."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while asyncio.get_running_loop().time() < deadline:
+        found = samples(await asyncio.to_thread(fetch, url))
+        idle = {dict(labels)["worker"] for name, labels in found if name == IDLE}
+        if idle >= set(workers):
+            return True
+        await asyncio.sleep(0.2)
+    return False
 
 
 class TestWoolRetirement:
@@ -132,7 +147,7 @@ class TestWoolRetirement:
         address of both families) and an exporter following the namespace, when
         `autoscaler --once --min-workers 1 --wool-discovery local:NS` runs, then both
         are unresolved and neither is stopped: 0.0.0.0:P names no one worker (any
-        local listener on P; the exporter's host, not this one's)."""
+        local listener on P; a worker bound there answers on every address)."""
         async with WoolFleet() as pools:
             # Arrange
             await pools.hold()
@@ -151,7 +166,7 @@ class TestWoolRetirement:
             )
             url = exporter.stdout.readline().strip()
             try:
-                await asyncio.sleep(1.0)
+                served = await until_served(url, listed)
                 # Act
                 result = await asyncio.to_thread(
                     run_cli,
@@ -176,6 +191,7 @@ class TestWoolRetirement:
             remaining = await records(pools.namespace)
         # Assert
         assert len(listed) == 2 and all(a.startswith("0.0.0.0:") for a in listed)
+        assert served
         assert result.returncode == 0, result.stderr
         for address in listed:
             assert f"worker={address} verdict=unresolved" in result.stderr, result.stderr
