@@ -16,12 +16,15 @@ from wool_idle.autoscaler import identity
 from wool_idle.autoscaler.identity import LOOKUP_THREADS, AddressResolver, identities
 
 
+def loopback(port: int, *points: str) -> frozenset[str]:
+    """The endpoints of loopback ``points`` at ``port``: each, and ``loopback:PORT``."""
+    return frozenset({*(f"{point}:{port}" for point in points), f"loopback:{port}"})
+
+
 def localhost_endpoints(port: int) -> frozenset[str]:
     """What ``localhost`` resolves to here, as endpoints (``::1`` too on some hosts)."""
     found = socket.getaddrinfo("localhost", port, type=socket.SOCK_STREAM)
-    return frozenset(
-        f"[{a[4][0]}]:{port}" if a[0] is socket.AF_INET6 else f"{a[4][0]}:{port}" for a in found
-    )
+    return loopback(port, *(f"[{a[4][0]}]" if a[0] is socket.AF_INET6 else a[4][0] for a in found))
 
 
 def socket_endpoints(path: Path) -> frozenset[str]:
@@ -74,9 +77,9 @@ class TestAddressResolver:
         listening.close()
         # Assert
         assert resolved == {
-            "127.0.0.1:5": frozenset({"127.0.0.1:5"}),
+            "127.0.0.1:5": loopback(5, "127.0.0.1"),
             "localhost:5": localhost_endpoints(5),
-            "[::1]:5": frozenset({"[::1]:5"}),
+            "[::1]:5": loopback(5, "[::1]"),
             f"unix:{tmp_path}/link.sock": real,
         }
 
@@ -88,7 +91,7 @@ class TestAddressResolver:
         (it reaches whichever local worker listens on the port, which another label
         names already), when resolved, then it is left out: it does not resolve."""
         resolved = await AddressResolver().resolve([worker, "127.0.0.1:5"])
-        assert resolved == {"127.0.0.1:5": frozenset({"127.0.0.1:5"})}
+        assert resolved == {"127.0.0.1:5": loopback(5, "127.0.0.1")}
 
     @pytest.mark.parametrize("lookup", [False, True], ids=["literal", "getaddrinfo"])
     async def test_resolve_ipv6_zone_by_name_or_number_is_one_zone(self, lookup: bool) -> None:
@@ -111,15 +114,40 @@ class TestAddressResolver:
             "[fe80::1]:5": frozenset({"[fe80::1]:5"}),
         }
 
-    @pytest.mark.parametrize("worker", ["[::1%lo]:5", "[::1%1]:5", "[::1%0]:5", "[fe80::1%0]:5"])
-    async def test_resolve_zone_on_no_link_local_address_is_none(self, worker: str) -> None:
+    @pytest.mark.parametrize(
+        ("worker", "plain"),
+        [
+            ("[::1%lo]:5", loopback(5, "[::1]")),
+            ("[::1%1]:5", loopback(5, "[::1]")),
+            ("[::1%0]:5", loopback(5, "[::1]")),
+            ("[fe80::1%0]:5", frozenset({"[fe80::1]:5"})),
+        ],
+    )
+    async def test_resolve_zone_on_no_link_local_address_is_none(
+        self, worker: str, plain: frozenset[str]
+    ) -> None:
         """Given a zone on an address that is not link-local (the kernel ignores it
         there), or zone 0, when resolved, then it leads where the address without the
         zone leads: one worker, not two."""
         # Act
         resolved = await AddressResolver().resolve([worker])
         # Assert
-        assert resolved == {worker: frozenset({worker.split("%")[0] + "]:5"})}
+        assert resolved == {worker: plain}
+
+    async def test_resolve_every_loopback_spelling_of_a_port_is_one_worker(self) -> None:
+        """Given a port named on 127.0.0.1, 127.0.0.2, ::1 and IPv4-mapped 127.0.0.1 (a
+        worker bound on localhost answers on both families; whether two of them are
+        one worker cannot be told apart), and the same address at another port, when
+        given identities, then the four spellings share one and the other port stays
+        apart: one worker is never counted twice toward the floor."""
+        # Arrange
+        spellings = ["127.0.0.1:5", "127.0.0.2:5", "[::1]:5", "[::ffff:127.0.0.1]:5"]
+        # Act
+        resolved = await AddressResolver().resolve([*spellings, "127.0.0.1:6"])
+        shared = identities(resolved)
+        # Assert
+        assert len({shared[label] for label in spellings}) == 1
+        assert "127.0.0.1:6" not in shared
 
     async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
         """Given a unix label resolved once, when its link is turned to another path,

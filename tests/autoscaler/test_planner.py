@@ -14,7 +14,7 @@ from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 RULE = PolicySettings(max_idle=60.0, min_workers=0)
-A, B = "127.0.0.1:1", "127.0.0.2:1"
+A, B = "127.0.0.1:1", "127.0.0.1:2"
 
 
 class TestPolicyPlanner:
@@ -170,12 +170,14 @@ class TestPolicyPlanner:
             A: Verdict.MIN_WORKERS,
         }
 
-    async def test_plan_two_spellings_of_one_worker_count_once(self) -> None:
-        """Given the only worker read as 127.0.0.1:P and as localhost:P, both idle, and
-        a floor of 1, when planned, then it is not stopped (min_workers, and alias for
-        the other spelling); with no floor it is stopped once, under 127.0.0.1:P."""
+    @pytest.mark.parametrize("other", ["localhost:7", "[::1]:7"])
+    async def test_plan_two_spellings_of_one_worker_count_once(self, other: str) -> None:
+        """Given the only worker read as 127.0.0.1:P and as localhost:P, or as [::1]:P
+        (a worker bound on localhost answers on both families), both idle, and a floor
+        of 1, when planned, then it is not stopped (min_workers, and alias for the
+        other spelling); with no floor it is stopped once, under 127.0.0.1:P."""
         # Arrange
-        readings = [Reading("localhost:7", 500.0), Reading("127.0.0.1:7", 500.0)]
+        readings = [Reading(other, 500.0), Reading("127.0.0.1:7", 500.0)]
         floor = PolicySettings(max_idle=60.0, min_workers=1)
         # Act
         held = await PolicyPlanner(floor).plan(readings, 0.0)
@@ -183,7 +185,7 @@ class TestPolicyPlanner:
         # Assert
         assert {d.worker: d.verdict for d in held.decisions} == {
             "127.0.0.1:7": Verdict.MIN_WORKERS,
-            "localhost:7": Verdict.ALIAS,
+            other: Verdict.ALIAS,
         }
         assert [d.worker for d in stopped.stops] == ["127.0.0.1:7"]
 

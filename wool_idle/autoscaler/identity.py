@@ -8,7 +8,10 @@ resolves every label to its endpoints:
   threads of its own, at most ``timeout`` seconds for all labels together),
   each with the port; an IP address needs no lookup; an IPv6 zone counts, as
   its interface's index, on a link-local address only (``%lo`` and ``%1`` are
-  one zone, two links two; ``[::1%lo]`` is ``[::1]``);
+  one zone, two links two; ``[::1%lo]`` is ``[::1]``); a loopback address also
+  leads to ``loopback:PORT``, so every loopback spelling of a port
+  (``127.0.0.1:P``, ``127.0.0.2:P``, ``[::1]:P``) is one worker: a worker bound on
+  ``localhost`` answers on both families;
 - ``unix:/path``: the real path (symbolic links and ``..`` followed) of a
   socket that exists (the autoscaler could not dial one it cannot see), and
   its inode (``unix-inode:DEV:INO``: one socket reached through a hard link or
@@ -171,14 +174,13 @@ def identities(endpoints: Mapping[str, Endpoints]) -> dict[str, str]:
 
 def _literals(workers: list[str]) -> dict[str, Endpoints | None]:
     """Where each of ``workers`` leads that needs no lookup (an IP address); None for
-    an unspecified one (it names no one worker, see ``_unspecified``)."""
+    an unspecified one (see ``_ip_endpoints``)."""
     found: dict[str, Endpoints | None] = {}
     for worker in workers:
         if not worker.startswith(UNIX_PREFIX):
             host, port = split_host_port(worker)
             with contextlib.suppress(ValueError):  # not an IP address: a name
-                point = _endpoint(host, port)
-                found[worker] = None if _unspecified(point) else frozenset({point})
+                found[worker] = _ip_endpoints([ipaddress.ip_address(host)], port)
     return found
 
 
@@ -201,31 +203,49 @@ def _look_up(worker: str) -> Endpoints | None:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError):
         return None
-    points = frozenset(_endpoint(str(sockaddr[0]), port, *sockaddr[3:]) for *_, sockaddr in found)
-    return None if any(map(_unspecified, points)) else points or None
+    addresses = [_address(str(sockaddr[0]), *sockaddr[3:]) for *_, sockaddr in found]
+    return _ip_endpoints(addresses, port)
 
 
-def _unspecified(point: str) -> bool:
-    """Whether IP endpoint ``point`` (as ``_endpoint`` spells it) is an unspecified
-    address, with or without an IPv6 zone: any local interface, so no one worker.
-    Checked where endpoints are found (on the lookup threads), never on the loop."""
-    host = point.rpartition(":")[0].removeprefix("[").removesuffix("]")
-    return ipaddress.ip_address(host).is_unspecified
+def _address(host: str, scope_id: int = 0) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """IP address ``host`` as a lookup found it, with its zone (``scope_id``, which a
+    lookup gives apart from the address) put back."""
+    if scope_id and "%" not in host:
+        host = f"{host}%{scope_id}"
+    return ipaddress.ip_address(host)
 
 
-def _endpoint(host: str, port: int, scope_id: int = 0) -> str:
-    """``host`` (an IP address; ``ValueError`` if not) and ``port`` in one spelling.
+def _ip_endpoints(
+    addresses: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address], port: int
+) -> Endpoints | None:
+    """Where ``addresses`` at ``port`` lead, or None if any is unspecified (any local
+    interface: no one worker). A loopback address also leads to ``loopback:PORT``, so
+    every loopback spelling of a port is one worker (``127.0.0.1:P`` and ``[::1]:P``
+    of a worker bound on both; two workers on two loopback addresses sharing a port
+    then count as one, which only counts fewer). Found on the lookup threads, never
+    on the loop."""
+    points = set()
+    for address in addresses:
+        plain = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        if (plain or address).is_unspecified:
+            return None
+        if (plain or address).is_loopback:
+            points.add(f"loopback:{port}")
+        points.add(_endpoint(address, port))
+    return frozenset(points) or None
+
+
+def _endpoint(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> str:
+    """``address`` and ``port`` in one spelling (an IPv4-mapped address as IPv4).
 
     An IPv6 zone counts only on a link-local address (the kernel ignores it on any
     other), spelt as its interface's index, so ``%lo`` and ``%1`` are one zone (a
-    name no interface here has stays as written) and ``%0`` is none; ``scope_id`` is
-    the zone a lookup found, which it gives apart from the address."""
-    address = ipaddress.ip_address(host)
+    name no interface here has stays as written) and ``%0`` is none."""
     if isinstance(address, ipaddress.IPv6Address):
         mapped = address.ipv4_mapped
         if mapped is None:
             plain = address.compressed.partition("%")[0]
-            zone = address.scope_id or str(scope_id)
+            zone = address.scope_id or "0"
             index = _zone_index(zone) if address.is_link_local else "0"
             return f"[{plain}]:{port}" if index == "0" else f"[{plain}%{index}]:{port}"
         address = mapped
