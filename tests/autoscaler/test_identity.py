@@ -134,20 +134,20 @@ class TestAddressResolver:
         # Assert
         assert resolved == {worker: plain}
 
-    async def test_resolve_every_loopback_spelling_of_a_port_is_one_worker(self) -> None:
-        """Given a port named on 127.0.0.1, 127.0.0.2, ::1 and IPv4-mapped 127.0.0.1 (a
-        worker bound on localhost answers on both families; whether two of them are
-        one worker cannot be told apart), and the same address at another port, when
-        given identities, then the four spellings share one and the other port stays
-        apart: one worker is never counted twice toward the floor."""
+    async def test_resolve_localhost_pair_of_a_port_is_one_worker(self) -> None:
+        """Given a port named on 127.0.0.1, ::1 (zoned too) and IPv4-mapped 127.0.0.1 (a
+        worker bound on localhost answers on both), on 127.0.0.2, and 127.0.0.1 at
+        another port, when given identities, then the first four share one and the
+        others stay apart: a worker bound on localhost is never counted twice, and
+        distinct workers on other loopback addresses are never merged."""
         # Arrange
-        spellings = ["127.0.0.1:5", "127.0.0.2:5", "[::1]:5", "[::ffff:127.0.0.1]:5"]
+        spellings = ["127.0.0.1:5", "[::1]:5", "[::1%lo]:5", "[::ffff:127.0.0.1]:5"]
         # Act
-        resolved = await AddressResolver().resolve([*spellings, "127.0.0.1:6"])
+        resolved = await AddressResolver().resolve([*spellings, "127.0.0.2:5", "127.0.0.1:6"])
         shared = identities(resolved)
         # Assert
         assert len({shared[label] for label in spellings}) == 1
-        assert "127.0.0.1:6" not in shared
+        assert "127.0.0.2:5" not in shared and "127.0.0.1:6" not in shared
 
     async def test_resolve_keeps_answers_for_the_ttl(self, tmp_path: Path) -> None:
         """Given a unix label resolved once, when its link is turned to another path,

@@ -14,7 +14,7 @@ from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 RULE = PolicySettings(max_idle=60.0, min_workers=0)
-A, B = "127.0.0.1:1", "127.0.0.1:2"
+A, B = "127.0.0.1:1", "127.0.0.2:1"
 
 
 class TestPolicyPlanner:

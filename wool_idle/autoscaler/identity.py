@@ -8,10 +8,9 @@ resolves every label to its endpoints:
   threads of its own, at most ``timeout`` seconds for all labels together),
   each with the port; an IP address needs no lookup; an IPv6 zone counts, as
   its interface's index, on a link-local address only (``%lo`` and ``%1`` are
-  one zone, two links two; ``[::1%lo]`` is ``[::1]``); a loopback address also
-  leads to ``loopback:PORT``, so every loopback spelling of a port
-  (``127.0.0.1:P``, ``127.0.0.2:P``, ``[::1]:P``) is one worker: a worker bound on
-  ``localhost`` answers on both families;
+  one zone, two links two; ``[::1%lo]`` is ``[::1]``); ``127.0.0.1:P`` and
+  ``[::1]:P`` also lead to ``loopback:P``, so they are one worker: a worker
+  bound on ``localhost`` answers on both;
 - ``unix:/path``: the real path (symbolic links and ``..`` followed) of a
   socket that exists (the autoscaler could not dial one it cannot see), and
   its inode (``unix-inode:DEV:INO``: one socket reached through a hard link or
@@ -57,6 +56,8 @@ RESOLVE_TTL: Final = 60.0
 """Seconds an answer (endpoints, or none) is kept."""
 LOOKUP_THREADS: Final = 4
 """Threads that run name lookups (and real-path reads), apart from the loop's own."""
+LOCALHOST: Final = frozenset({"127.0.0.1", "[::1]"})
+"""The addresses, as endpoints spell them, a server bound on ``localhost`` listens on."""
 _LOOKUPS: Final = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="wool-idle-resolve")
 
 Endpoints = frozenset[str]
@@ -219,19 +220,20 @@ def _ip_endpoints(
     addresses: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address], port: int
 ) -> Endpoints | None:
     """Where ``addresses`` at ``port`` lead, or None if any is unspecified (any local
-    interface: no one worker). A loopback address also leads to ``loopback:PORT``, so
-    every loopback spelling of a port is one worker (``127.0.0.1:P`` and ``[::1]:P``
-    of a worker bound on both; two workers on two loopback addresses sharing a port
-    then count as one, which only counts fewer). Found on the lookup threads, never
-    on the loop."""
+    interface: no one worker). ``127.0.0.1`` and ``::1``, however spelt, also lead to
+    ``loopback:PORT``: the pair a worker bound on ``localhost`` answers on, one
+    worker (two workers on exactly those two addresses at one port would count as
+    one; other loopback addresses stay apart). Found on the lookup threads, never on
+    the loop."""
     points = set()
     for address in addresses:
         plain = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
         if (plain or address).is_unspecified:
             return None
-        if (plain or address).is_loopback:
+        point = _endpoint(address, port)
+        if point.rpartition(":")[0] in LOCALHOST:
             points.add(f"loopback:{port}")
-        points.add(_endpoint(address, port))
+        points.add(point)
     return frozenset(points) or None
 
 
