@@ -4,6 +4,7 @@ publishes the drop of the worker it stopped, and wool clients stop routing to it
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,29 @@ async def until_served(url: str, workers: Any) -> bool:
     return False
 
 
+async def retire_once(url: str, namespace: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """One `autoscaler --once` cycle over the exporter at ``url``: idle past 300 ms, a
+    floor of 1, drops published on ``namespace``; its completed process."""
+    return await asyncio.to_thread(
+        run_cli,
+        [
+            "autoscaler",
+            "--once",
+            "--metrics-url",
+            url,
+            "--max-idle",
+            "300ms",
+            "--min-workers",
+            "1",
+            "--grace",
+            "2s",
+            "--wool-discovery",
+            f"local:{namespace}",
+            *options,
+        ],
+    )
+
+
 class TestWoolRetirement:
     async def test_stop_drop_and_clients_route_to_the_rest(self, tmp_path: Path) -> None:
         """Given a held namespace with a hot pool of 2 and a cold pool of 1 (idle since
@@ -102,25 +126,7 @@ class TestWoolRetirement:
                     before = {await whoami() for _ in range(6)}
                     await asyncio.sleep(0.5)
                     # Act
-                    result = await asyncio.to_thread(
-                        run_cli,
-                        [
-                            "autoscaler",
-                            "--once",
-                            "--metrics-url",
-                            url,
-                            "--max-idle",
-                            "300ms",
-                            "--min-workers",
-                            "1",
-                            "--group-by",
-                            "wool_tags",
-                            "--grace",
-                            "2s",
-                            "--wool-discovery",
-                            f"local:{pools.namespace}",
-                        ],
-                    )
+                    result = await retire_once(url, pools.namespace, "--group-by", "wool_tags")
                     stopped = {a for a in listed if f"worker={a} verdict=stop " in result.stderr}
                     routed = await until(
                         lambda: {m.address for m in proxy.workers} == hot - stopped
@@ -168,23 +174,7 @@ class TestWoolRetirement:
             try:
                 served = await until_served(url, listed)
                 # Act
-                result = await asyncio.to_thread(
-                    run_cli,
-                    [
-                        "autoscaler",
-                        "--once",
-                        "--metrics-url",
-                        url,
-                        "--max-idle",
-                        "300ms",
-                        "--min-workers",
-                        "1",
-                        "--grace",
-                        "2s",
-                        "--wool-discovery",
-                        f"local:{pools.namespace}",
-                    ],
-                )
+                result = await retire_once(url, pools.namespace)
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=30)
