@@ -7,11 +7,24 @@ from collections.abc import Sequence
 
 import pytest
 
-from wool_idle.exporter.coalesce import Coalescer, Results
+from wool_idle.exporter.coalesce import Coalescer, Results, RunRound
 from wool_idle.exporter.outcome import ErrorReason, classify
 from wool_idle.exporter.targets import Target
 
 TARGETS = [Target("a:1"), Target("b:2")]
+
+
+def held_round(release: asyncio.Event, idle: float, runs: list[float]) -> RunRound:
+    """A round that notes its budget in ``runs``, waits for ``release``, then answers
+    ``idle`` for every target."""
+
+    async def run(targets: Sequence[Target], budget: float, results: Results) -> None:
+        runs.append(budget)
+        await release.wait()
+        for target in targets:
+            results[target.address] = classify(target, idle, 0.0)
+
+    return run
 
 
 class TestCoalescer:
@@ -58,13 +71,7 @@ class TestCoalescer:
         gets every result."""
         # Arrange
         release = asyncio.Event()
-
-        async def run(targets: Sequence[Target], budget: float, results: Results) -> None:
-            await release.wait()
-            for target in targets:
-                results[target.address] = classify(target, 3.0, 0.0)
-
-        coalesce = Coalescer(run, longest=5.0)
+        coalesce = Coalescer(held_round(release, 3.0, []), longest=5.0)
         first = asyncio.ensure_future(coalesce(TARGETS, 5.0))
         await asyncio.sleep(0)
         joined = asyncio.ensure_future(coalesce(TARGETS, 5.0))
@@ -113,14 +120,7 @@ class TestCoalescer:
         # Arrange
         runs: list[float] = []
         release = asyncio.Event()
-
-        async def run(targets: Sequence[Target], budget: float, results: Results) -> None:
-            runs.append(budget)
-            await release.wait()
-            for target in targets:
-                results[target.address] = classify(target, 6.0, 0.0)
-
-        coalesce = Coalescer(run, longest=5.0)
+        coalesce = Coalescer(held_round(release, 6.0, runs), longest=5.0)
         short = asyncio.ensure_future(coalesce(TARGETS, 0.5))
         await asyncio.sleep(0)
         # Act
