@@ -67,6 +67,21 @@ class TestWrite:
         # Assert
         assert line.endswith(" group.wool_tags=hot,x=y group.zone=")
 
+    def test_write_text_group_value_cannot_forge_a_field_or_line(self, written) -> None:
+        """Given a group label value holding a blank, a forged field and a line break,
+        when written as text, then the line stays one line and the value is one quoted
+        field: no verdict=stop appears as a field of its own."""
+        # Arrange
+        hostile = Record(
+            1700000000.0, "c:1", 700.0, Verdict.MIN_WORKERS, group={"pool": "x verdict=stop\ny"}
+        )
+        # Act
+        line = logs.TextFormatter().format(written(hostile))
+        # Assert
+        assert "\n" not in line
+        assert line.endswith(' group.pool="x verdict=stop\\ny"')
+        assert " verdict=stop " not in line
+
     def test_write_json_names_the_group(self, written) -> None:
         """Given the same decision, when written as JSON, then each group label is a
         key of its own holding the value as it is."""

@@ -114,6 +114,20 @@ class TestAddressResolver:
             "[fe80::1]:5": frozenset({"[fe80::1]:5"}),
         }
 
+    @pytest.mark.parametrize("zone", ["nosuch", "+1", "4294967296", "\u0661"])
+    async def test_resolve_zone_naming_no_interface_stays_apart(self, zone: str) -> None:
+        """Given a link-local address whose zone names no interface here (an unknown
+        name, a sign, an index past 32 bits, another script's digit), when resolved,
+        then it raises nothing and leads to its own endpoint, apart from the unzoned
+        address: an unknown zone merges with no other worker."""
+        # Arrange
+        worker = f"[fe80::1%{zone}]:5"
+        # Act
+        resolved = await AddressResolver().resolve([worker, "[fe80::1]:5"])
+        # Assert
+        assert resolved[worker] != resolved["[fe80::1]:5"]
+        assert identities(resolved) == {}
+
     @pytest.mark.parametrize(
         ("worker", "plain"),
         [
