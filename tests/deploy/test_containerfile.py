@@ -28,9 +28,10 @@ def instructions(name: str) -> list[list[str]]:
 class TestContainerfile:
     def test_copy_builds_the_package(self, tmp_path: Path) -> None:
         """Given only the files the Containerfile copies into /src, when pip builds a
-        wheel from them, then it builds without a missing file, with the protocol files
-        and the README inside (a file the build needs but the Containerfile forgets
-        fails here)."""
+        wheel from them, then it builds without a missing file, with the protocol files,
+        the README and the license file pyproject's license-files names inside (a file
+        the build needs but the Containerfile forgets fails here; setuptools only warns
+        of a license-files pattern that matches nothing, until it fails the build)."""
         # Arrange
         source = tmp_path / "src"
         source.mkdir()
@@ -55,11 +56,14 @@ class TestContainerfile:
         # Assert
         assert result.returncode == 0, result.stderr[-2000:]
         assert "cannot be found" not in result.stderr, result.stderr[-2000:]
+        assert "did not match any files" not in result.stderr, result.stderr[-2000:]
         (wheel,) = (tmp_path / "wheels").glob("wool_idle-*.whl")
         contents = zipfile.ZipFile(wheel)
         assert "wool_idle/proto/worker.proto" in contents.namelist()
         metadata = contents.read(f"{wheel.name.split('-py3')[0]}.dist-info/METADATA").decode()
         assert "# wool-idle" in metadata  # the README, as the long description
+        dist_info = f"{wheel.name.split('-py3')[0]}.dist-info"
+        assert f"{dist_info}/licenses/LICENSE" in contents.namelist()
 
     def test_user_is_the_manifests_user(self, manifests: list[dict[str, Any]]) -> None:
         """Given the Containerfile's USER and every pod's securityContext, then they
