@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ EXPORTER = "wool-idle-exporter.service"
 AUTOSCALER = "wool-idle-autoscaler.service"
 INSTANCE = "50051"
 DROP_IN = "local-wool-discovery.conf"
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]  # conftest fixture
 
 
@@ -231,6 +233,31 @@ class TestConfiguration:
         # Assert
         assert (getattr(args, "web_listen_address", None) or args.listen) == listen
         assert found["EnvironmentFile"] == ["/etc/wool-idle/" + env_file.replace(INSTANCE, "%i")]
+
+    @pytest.mark.parametrize("drop_in", [False, True], ids=["unit", "with-local-wool-drop-in"])
+    @pytest.mark.parametrize("unit", [EXPORTER, AUTOSCALER])
+    def test_unit_identity_reads_the_installed_configuration(
+        self, unit: str, drop_in: bool
+    ) -> None:
+        """Given how docs/deploy.md installs /etc/wool-idle (mode 640, one group) and a
+        daemon's unit, alone or with the local-wool drop-in (which runs it as the wool
+        pool's user), then the group of the files is the unit's group or one of its
+        supplementary groups: otherwise the daemon cannot read its targets file, web
+        config or TLS files (EnvironmentFile= alone is read by systemd, as root)."""
+        # Arrange
+        install = re.search(
+            r"install -m (\d+) -g (\S+) deploy/systemd/etc/wool-idle/\*", DEPLOY_DOC.read_text()
+        )
+        assert install is not None
+        mode, group = install.groups()
+        assert int(mode, 8) & 0o004 == 0  # not world-readable: the group must match
+        found = directives(UNITS / unit)
+        if drop_in:
+            found |= directives(UNITS / DROP_IN)
+        # Act
+        groups = {*found["Group"], *" ".join(found.get("SupplementaryGroups", [])).split()}
+        # Assert
+        assert group in groups, f"{unit} runs with groups {sorted(groups)}"
 
     def test_example_targets_file_names_workers(self) -> None:
         """Given the example exporter configuration, then it points at the example
