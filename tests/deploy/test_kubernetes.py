@@ -29,6 +29,7 @@ ALERTS = ROOT / "dashboards" / "prometheus" / "alerts.yml"
 # 1.27: the first with gRPC probes GA; 1.37: the newest kubernetes-validate knows.
 VERSIONS = ["1.27.0", "1.32.0", "1.37.0"]
 IMAGE = f"registry.example.com/wool-idle:{__version__}"
+INT32_MAX = 2**31 - 1  # the largest value of an int32 field such as backoffLimit
 WORKLOADS = ("Deployment", "Job", "StatefulSet", "DaemonSet", "ReplicaSet", "CronJob")
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 OVERLAY_MARK = "# my-overlay/kustomization.yaml"  # the overlay docs/deploy.md shows
@@ -225,6 +226,16 @@ class TestWorkers:
         assert job["spec"]["completionMode"] == "Indexed"
         assert job["spec"]["completions"] == job["spec"]["parallelism"] >= 1
         assert runs_worker == ["Job"]
+
+    def test_job_never_fails_from_restarts(self, manifests: list[Manifest]) -> None:
+        """Given the worker Job, then its backoffLimit is the largest the API accepts:
+        under OnFailure the Job fails once its running pods' container restarts add up
+        to it, and Kubernetes then terminates every running worker, busy ones too."""
+        # Act
+        job = only(manifests, "Job", "wool-worker")
+        # Assert
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+        assert job["spec"]["backoffLimit"] == INT32_MAX
 
     def test_job_probes_ask_the_grpc_health_service(self, manifests: list[Manifest]) -> None:
         """Given the worker container, then readiness and liveness are gRPC probes on
