@@ -157,6 +157,17 @@ class TestUnits:
         assert len(found["EnvironmentFile"]) == 1
         assert found["EnvironmentFile"][0].startswith("/etc/wool-idle/")
 
+    @pytest.mark.parametrize("unit", [WORKER, EXPORTER, AUTOSCALER])
+    def test_unit_restarts_a_daemon_an_early_sighup_ended(self, unit: str) -> None:
+        """Given a unit, then a death by SIGHUP forces a restart: a daemon ignores
+        SIGHUP only once its flags are parsed, so one sent before (`systemctl reload`
+        right after the start, logrotate) ends it, and Restart=on-failure alone counts
+        SIGHUP among the clean exits: the unit would stay dead, a worker as if retired."""
+        # Act
+        forced = " ".join(directives(UNITS / unit).get("RestartForceExitStatus", [])).split()
+        # Assert
+        assert "SIGHUP" in forced
+
     def test_worker_timeout_stop_outlasts_its_drain(self) -> None:
         """Given the worker unit and its example configuration, then systemd waits
         longer on stop than the worker drains on SIGTERM (grace + the server's close
