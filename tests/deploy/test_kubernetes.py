@@ -109,9 +109,9 @@ INVALID = [
     ("Deployment", "wool-idle-exporter", _set((*FIRST, "readinessProbe", "bogusField"), 1)),
     ("Deployment", "wool-idle-autoscaler", _set((*POD, "securityContext", "runAsNonroot"), True)),
     ("Deployment", "wool-idle-autoscaler", _set(("spec", "replicas"), "one")),
-    ("Job", "wool-worker", _set((*FIRST, "livenessProbe", "grpc", "serviceName"), "x")),
+    ("Job", "wool-worker", _set((*FIRST, "readinessProbe", "grpc", "serviceName"), "x")),
     ("Job", "wool-worker", _set((*FIRST, "readinessProbe", "grpc", "port"), "grpc")),
-    ("Job", "wool-worker", _drop((*FIRST, "livenessProbe", "grpc", "port"))),
+    ("Job", "wool-worker", _drop((*FIRST, "readinessProbe", "grpc", "port"))),
     ("Service", "wool-idle", _set(("spec", "ports", 0, "prot"), 9478)),
     ("ConfigMap", "wool-idle-targets", _set(("datas",), {})),
     ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "scrapeInterval"), "30s")),
@@ -238,34 +238,37 @@ class TestWorkers:
         assert job["spec"]["backoffLimit"] == INT32_MAX
 
     def test_job_probes_ask_the_grpc_health_service(self, manifests: list[Manifest]) -> None:
-        """Given the worker container, then readiness and liveness are gRPC probes on
-        the port it listens on, readiness for the Worker service's own health name."""
+        """Given the worker container, then readiness is a gRPC probe on the port it
+        listens on, for the Worker service's own health name."""
         # Arrange
         worker = container_of(manifests, "worker")
         port = int(environment(worker)["WOOL_IDLE_LISTEN"].rpartition(":")[2])
         # Act
-        readiness, liveness = worker["readinessProbe"], worker["livenessProbe"]
+        readiness = worker["readinessProbe"]
         # Assert
         assert readiness["grpc"] == {"port": port, "service": SERVICE}
-        assert liveness["grpc"]["port"] == port
         assert [p["containerPort"] for p in worker["ports"]] == [port]
 
-    def test_job_liveness_outlasts_a_drain(self, manifests: list[Manifest]) -> None:
-        """Given the worker's probes and the autoscaler's grace, then liveness tolerates
-        NOT_SERVING for longer than a stop drains (grace + the server's close grace):
-        a liveness failure restarts the container even under OnFailure, undoing the
-        retirement. The pod's termination grace covers the worker's own drain too."""
+    def test_job_has_no_liveness_probe(self, manifests: list[Manifest]) -> None:
+        """Given the worker container, then it has no liveness probe: the health
+        service answers on the worker's event loop, which a task running blocking or
+        CPU-bound code holds (no answer, however healthy the worker), and a liveness
+        failure kills the container whatever the restart policy: a busy worker would
+        lose its tasks, a draining one be restarted, undoing its retirement."""
+        # Act
+        worker = container_of(manifests, "worker")
+        # Assert
+        assert "livenessProbe" not in worker
+
+    def test_job_termination_outlasts_a_drain(self, manifests: list[Manifest]) -> None:
+        """Given the worker Job, then the pod's termination grace covers the worker's
+        own drain on SIGTERM (its grace + the server's close grace)."""
         # Arrange
         job = only(manifests, "Job", "wool-worker")
-        worker = container_of(manifests, "worker")
-        liveness = worker["livenessProbe"]
-        stop_drain = seconds(environment(container_of(manifests, "autoscaler"))["WOOL_IDLE_GRACE"])
-        own_drain = seconds(environment(worker)["WOOL_IDLE_GRACE"])
+        own_drain = seconds(environment(container_of(manifests, "worker"))["WOOL_IDLE_GRACE"])
         # Act
-        tolerated = liveness.get("periodSeconds", 10) * liveness.get("failureThreshold", 3)
         termination = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         # Assert
-        assert tolerated > stop_drain + CLOSE_GRACE
         assert termination > own_drain + CLOSE_GRACE
 
     def test_autoscaler_termination_outlasts_its_shutdown(self, manifests: list[Manifest]) -> None:
