@@ -179,6 +179,16 @@ class TestUnits:
         # Assert
         assert DURATION.parse(timeout) > DURATION.parse(grace) + CLOSE_GRACE
 
+    def test_worker_stop_signals_the_worker_alone(self) -> None:
+        """Given the worker unit, then `systemctl stop` sends SIGTERM to the worker
+        process only (KillMode=mixed): the default sends it to every process of the
+        unit, so a task's own subprocess or process pool would die at once instead of
+        finishing within the grace the worker drains its tasks for."""
+        # Act
+        found = directives(UNITS / WORKER)
+        # Assert
+        assert found.get("KillMode") == ["mixed"]
+
     def test_autoscaler_timeout_stop_outlasts_its_shutdown(self) -> None:
         """Given the autoscaler unit, then systemd waits on stop longer than the
         autoscaler's shutdown can take (the stops under way at the default rpc timeout,
