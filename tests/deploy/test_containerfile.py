@@ -60,9 +60,9 @@ class TestContainerfile:
         (wheel,) = (tmp_path / "wheels").glob("wool_idle-*.whl")
         contents = zipfile.ZipFile(wheel)
         assert "wool_idle/proto/worker.proto" in contents.namelist()
-        metadata = contents.read(f"{wheel.name.split('-py3')[0]}.dist-info/METADATA").decode()
-        assert "# wool-idle" in metadata  # the README, as the long description
         dist_info = f"{wheel.name.split('-py3')[0]}.dist-info"
+        metadata = contents.read(f"{dist_info}/METADATA").decode()
+        assert "# wool-idle" in metadata  # the README, as the long description
         assert f"{dist_info}/licenses/LICENSE" in contents.namelist()
 
     def test_user_is_the_manifests_user(self, manifests: list[dict[str, Any]]) -> None:
