@@ -39,14 +39,16 @@ T = TypeVar("T")
 
 def rules_for_test() -> str:
     """The shipped alerts.yml with WoolWorkerIdle's threshold at ``THRESHOLD`` seconds
-    (the number in its expression, nothing else) and the `for` of WoolWorkerIdle and
-    WoolWorkerDown shortened; every other part of every expression as shipped."""
+    (the number in its expression, nothing else) and the `for` of WoolWorkerIdle,
+    WoolWorkerDown and WoolExporterDown shortened; every other part of every
+    expression as shipped."""
     document = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text())
     rules = {rule["alert"]: rule for group in document["groups"] for rule in group["rules"]}
     idle = rules["WoolWorkerIdle"]
     idle["expr"], replaced = re.subn(r">=\s*\d+(\.\d+)?$", f">= {THRESHOLD}", idle["expr"])
     assert replaced == 1, idle["expr"]
     idle["for"], rules["WoolWorkerDown"]["for"] = "1s", "2s"
+    rules["WoolExporterDown"]["for"] = "2s"
     return yaml.safe_dump(document)
 
 
@@ -229,3 +231,43 @@ class TestShardedFleet:
         assert shard_of == {w: str(i) for i, half in enumerate(split) for w in half}
         stopped = autoscaler[("wool_autoscaler_stops_total", frozenset({("result", "stopped")}))]
         assert stopped == len(idle)
+
+    async def test_exporter_down_fires_once_per_shard_a_down_worker_does_not(
+        self, tmp_path: Path, cleanup: contextlib.AsyncExitStack
+    ) -> None:
+        """Given worker processes behind one exporter, the two shard servers probing
+        them over its /sd and the global server federating both with the shipped
+        rules, when one worker is killed, then WoolExporterDown does not fire (that
+        worker's probe still answers); when the exporter then stops, then it fires on
+        the global server once for each shard, naming the shard and the probe job."""
+        # Arrange
+        fleet = Fleet()
+        cleanup.push_async_callback(fleet.close)
+        await fleet.start(2)
+        while min(len(shard) for shard in predicted_split(fleet.addresses)) < 1:
+            assert len(fleet.addresses) < 12, "hashmod keeps putting workers on one shard"
+            await fleet.start(1)
+        exporter = ExporterProcess(fleet.addresses)
+        exporter.start()
+        cleanup.callback(exporter.stop)
+        shards = await start_shards(cleanup, tmp_path, exporter.listen)
+        prometheus = await start_global(cleanup, tmp_path, shards, free_port())
+        victim = fleet.addresses[0]
+        await fleet.workers[0].kill()
+        down = f'wool_worker_up{{worker="{victim}"}} == 0'
+        await until(lambda: by_worker(prometheus, down), lambda found: victim in found)
+        firing = 'ALERTS{alertname="WoolExporterDown",alertstate="firing"}'
+        fired_early = []
+        for _ in range(16):  # 4 s: `for` is 2s, evaluated every second
+            fired_early += await asyncio.to_thread(prometheus.query, firing)
+            await asyncio.sleep(0.25)
+        # Act
+        exporter.stop()
+        fired = await until(
+            lambda: prometheus.query(firing), lambda alerts: len(alerts) == SHARDS
+        )
+        # Assert
+        assert fired_early == []
+        assert sorted((a["metric"]["shard"], a["metric"]["job"]) for a in fired) == [
+            (str(index), "wool-idle-sd") for index in range(SHARDS)
+        ]
