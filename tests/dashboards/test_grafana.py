@@ -58,10 +58,11 @@ class TestDashboard:
 
 
 def panel_expr(title: str, ref: str = "A") -> str:
-    """A panel's query with the worker variable set to every worker."""
+    """A panel's query with the worker variable set to every worker and the threshold
+    variable to its default."""
     panel = next(p for p in dashboard()["panels"] if p["title"] == title)
     target = next(t for t in panel["targets"] if t["refId"] == ref)
-    return str(target["expr"]).replace("$worker", ".*")
+    return str(target["expr"]).replace("$worker", ".*").replace("$threshold", "600")
 
 
 FLEET = [
@@ -117,6 +118,61 @@ class TestRetiredPanels:
                     "exp_samples": [{"labels": "{}", "value": count}],
                 }
                 for ref, count in (("C", 1), ("D", 2))
+            ],
+        )
+        # Assert
+        assert failure == ""
+
+
+def on_both_shards(name: str, worker: str, values: str) -> list[dict[str, str]]:
+    """The series ``name`` of ``worker`` as a global server federates it from both
+    shards: the same but for ``shard``."""
+    labels = f'worker="{worker}",job="wool-idle-sd",instance="{worker}"'
+    return [
+        {"series": f'{name}{{{labels},shard="{shard}"}}', "values": values} for shard in ("0", "1")
+    ]
+
+
+RESHARDED = [
+    *on_both_shards("wool_worker_up", "i:1", "1x10"),
+    *on_both_shards("wool_worker_idle_supported", "i:1", "1x10"),
+    *on_both_shards("wool_worker_idle_seconds", "i:1", "700x10"),
+    *on_both_shards("wool_worker_up", "u:1", "1x10"),
+    *on_both_shards("wool_worker_idle_supported", "u:1", "0x10"),
+    *on_both_shards("wool_worker_up", "d:1", "0x10"),
+    *on_both_shards("wool_worker_idle_supported", "d:1", "0x10"),
+]
+"""Three workers, each federated from two shards (their number just changed): one idle
+past the threshold, one too old to report idle time, one down."""
+
+
+class TestCountsPerWorker:
+    def test_counts_count_each_worker_once(self, tmp_path: Path) -> None:
+        """Given three workers each named by two series that differ only in `shard` (a
+        worker on two shards while their number changes), when every shipped count of
+        workers runs, then each worker counts once: 2 up, 1 unsupported, 1 idle past
+        the threshold, 1 down."""
+        # Arrange
+        counts = [
+            ("Workers up", "A", 2),
+            ("Idle RPC unsupported", "A", 1),
+            ("Idle past threshold", "A", 1),
+            ("Workers up / down / retired", "A", 2),
+            ("Workers up / down / retired", "B", 1),
+            ("Workers up / down / retired", "C", 1),
+            ("Workers idle past the threshold", "A", 1),
+        ]
+        # Act
+        failure = promtool_test(
+            tmp_path,
+            RESHARDED,
+            [
+                {
+                    "expr": panel_expr(title, ref),
+                    "eval_time": "5m",
+                    "exp_samples": [{"labels": "{}", "value": count}],
+                }
+                for title, ref, count in counts
             ],
         )
         # Assert
