@@ -45,7 +45,7 @@ def rules_for_test() -> str:
     document = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text())
     rules = {rule["alert"]: rule for group in document["groups"] for rule in group["rules"]}
     idle = rules["WoolWorkerIdle"]
-    idle["expr"], replaced = re.subn(r">=\s*\d+(\.\d+)?$", f">= {THRESHOLD}", idle["expr"])
+    idle["expr"], replaced = re.subn(r">=\s*\d+(\.\d+)?", f">= {THRESHOLD}", idle["expr"])
     assert replaced == 1, idle["expr"]
     idle["for"], rules["WoolWorkerDown"]["for"] = "1s", "2s"
     rules["WoolExporterDown"]["for"] = "2s"
