@@ -45,7 +45,7 @@ class TestAlertRules:
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_alerts_present_annotated_and_linked(self) -> None:
-        """Given the rules, then the ten alerts exist, each with summary, description
+        """Given the rules, then the eleven alerts exist, each with summary, description
         and a runbook_url into an existing section of docs/operations.md, and none
         uses keep_firing_for."""
         # Arrange
@@ -63,6 +63,7 @@ class TestAlertRules:
             "WoolWorkerIdleUnsupported",
             "WoolWorkerIdleUnknown",
             "WoolExporterDown",
+            "WoolFederationDown",
             "WoolExporterDiscoveryDown",
             "WoolExporterTargetsFileInvalid",
             "WoolAutoscalerDown",

@@ -48,7 +48,7 @@ def rules_for_test() -> str:
     idle["expr"], replaced = re.subn(r">=\s*\d+(\.\d+)?", f">= {THRESHOLD}", idle["expr"])
     assert replaced == 1, idle["expr"]
     idle["for"], rules["WoolWorkerDown"]["for"] = "1s", "2s"
-    rules["WoolExporterDown"]["for"] = "2s"
+    rules["WoolExporterDown"]["for"] = rules["WoolFederationDown"]["for"] = "2s"
     return yaml.safe_dump(document)
 
 
@@ -232,14 +232,15 @@ class TestShardedFleet:
         stopped = autoscaler[("wool_autoscaler_stops_total", frozenset({("result", "stopped")}))]
         assert stopped == len(idle)
 
-    async def test_exporter_down_fires_once_per_shard_a_down_worker_does_not(
+    async def test_exporter_or_shard_down_fires_a_down_worker_does_not(
         self, tmp_path: Path, cleanup: contextlib.AsyncExitStack
     ) -> None:
         """Given worker processes behind one exporter, the two shard servers probing
         them over its /sd and the global server federating both with the shipped
         rules, when one worker is killed, then WoolExporterDown does not fire (that
         worker's probe still answers); when the exporter then stops, then it fires on
-        the global server once for each shard, naming the shard and the probe job."""
+        the global server once for each shard, naming the shard and the probe job;
+        when shard 0 then stops, then WoolFederationDown fires for it alone."""
         # Arrange
         fleet = Fleet()
         cleanup.push_async_callback(fleet.close)
@@ -263,11 +264,13 @@ class TestShardedFleet:
             await asyncio.sleep(0.25)
         # Act
         exporter.stop()
-        fired = await until(
-            lambda: prometheus.query(firing), lambda alerts: len(alerts) == SHARDS
-        )
+        fired = await until(lambda: prometheus.query(firing), lambda alerts: len(alerts) == SHARDS)
+        shards[0].stop()
+        federation = 'ALERTS{alertname="WoolFederationDown",alertstate="firing"}'
+        lost = await until(lambda: prometheus.query(federation), bool)
         # Assert
         assert fired_early == []
         assert sorted((a["metric"]["shard"], a["metric"]["job"]) for a in fired) == [
             (str(index), "wool-idle-sd") for index in range(SHARDS)
         ]
+        assert [a["metric"]["instance"] for a in lost] == [f"127.0.0.1:{shards[0].port}"]
