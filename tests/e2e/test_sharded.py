@@ -96,14 +96,15 @@ async def cleanup() -> AsyncIterator[contextlib.AsyncExitStack]:
         yield stack
 
 
-async def start_fleet(cleanup: contextlib.AsyncExitStack) -> Fleet:
-    """Worker processes, as many as it takes for each shard to get at least two (one
-    to keep busy, the others idle): six to begin with, one more at a time."""
+async def start_fleet(cleanup: contextlib.AsyncExitStack, per_shard: int = 2) -> Fleet:
+    """Worker processes, as many as it takes for each shard to get at least
+    ``per_shard`` (two: one to keep busy, the others idle): three per shard to begin
+    with, one more at a time."""
     fleet = Fleet()
     cleanup.push_async_callback(fleet.close)
-    await fleet.start(6)
-    while min(len(shard) for shard in predicted_split(fleet.addresses)) < 2:
-        assert len(fleet.addresses) < 24, "hashmod keeps putting workers on one shard"
+    await fleet.start(3 * per_shard)
+    while min(len(shard) for shard in predicted_split(fleet.addresses)) < per_shard:
+        assert len(fleet.addresses) < 12 * per_shard, "hashmod keeps putting workers on one shard"
         await fleet.start(1)
     return fleet
 
@@ -242,12 +243,7 @@ class TestShardedFleet:
         the global server once for each shard, naming the shard and the probe job;
         when shard 0 then stops, then WoolFederationDown fires for it alone."""
         # Arrange
-        fleet = Fleet()
-        cleanup.push_async_callback(fleet.close)
-        await fleet.start(2)
-        while min(len(shard) for shard in predicted_split(fleet.addresses)) < 1:
-            assert len(fleet.addresses) < 12, "hashmod keeps putting workers on one shard"
-            await fleet.start(1)
+        fleet = await start_fleet(cleanup, per_shard=1)
         exporter = ExporterProcess(fleet.addresses)
         exporter.start()
         cleanup.callback(exporter.stop)
