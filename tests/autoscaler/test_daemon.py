@@ -488,11 +488,53 @@ class TestRetirement:
 
     async def test_retiring_time_follows_the_grace(self, make_autoscaler) -> None:
         """Given an autoscaler whose stops drain for 10 minutes, then its planner keeps
-        a stopped worker retiring for that drain and the stop's margin."""
+        a stopped worker retiring for that drain, the stop's margin and the max
+        staleness (60 s)."""
         # Act
         autoscaler = make_autoscaler("", source=ScriptedSource(), max_idle=60.0, grace=600.0)
         # Assert
-        assert autoscaler.planner.settings.retiring_for == 610.0
+        assert autoscaler.planner.settings.retiring_for == 670.0
+
+    async def test_cycle_stopped_workers_old_samples_never_hold_the_floor(
+        self, fleet, make_autoscaler
+    ) -> None:
+        """Given four idle workers, a floor of 2, one stop per cycle, a max staleness
+        of 10 minutes and a source that goes on serving every worker's last sample (a
+        caching proxy, /federate, a long scrape interval), when cycles stop two
+        workers and, RETIRING_TTL later, the two stopped workers' samples from before
+        their stops are still fresh, then the next cycles stop no one (those samples
+        hold no floor: confirming them finds the workers gone, and the cooldown that
+        follows would count them alive), and the two other workers keep running."""
+        # Arrange
+        addresses = await fleet.start(4)
+        source = ScriptedSource()
+        autoscaler = make_autoscaler(
+            "",
+            source=source,
+            max_idle=0.2,
+            min_workers=2,
+            max_stops_per_cycle=1,
+            max_staleness=600.0,
+            cooldown=3600.0,
+        )
+        await asyncio.sleep(0.3)
+        source.readings = [Reading(a, 900.0 - i) for i, a in enumerate(addresses)]
+        for _ in range(3):
+            await autoscaler.cycle()
+        stopped = [r.worker for r in autoscaler.records if r.result is StopResult.STOPPED]
+        for address in stopped:
+            await fleet.wait_exit(address)
+        state = autoscaler.planner.state
+        later = {w: since - RETIRING_TTL - 1.0 for w, since in state.retiring.items()}
+        autoscaler.planner.state = replace(state, retiring=later)
+        source.readings = [replace(r, age=RETIRING_TTL + 2.0) for r in source.readings]
+        # Act
+        for _ in range(3):
+            await autoscaler.cycle()
+        # Assert
+        assert stopped == addresses[:2]
+        assert [r.worker for r in autoscaler.records if r.result is StopResult.STOPPED] == stopped
+        assert [fleet.alive(a) for a in addresses] == [False, False, True, True]
 
     async def test_failed_drop_never_undoes_the_stop(
         self, fleet, exporter_process, make_autoscaler, caplog

@@ -184,25 +184,38 @@ class TestPlan:
         }
 
     @pytest.mark.parametrize(
-        ("grace", "expected"),
-        [(0.0, RETIRING_TTL), (30.0, RETIRING_TTL), (600.0, 610.0), (-1.0, RETIRING_TTL)],
+        ("grace", "max_staleness", "expected"),
+        [
+            (0.0, 60.0, RETIRING_TTL),
+            (30.0, 60.0, RETIRING_TTL),
+            (600.0, 60.0, 670.0),
+            (-1.0, 60.0, RETIRING_TTL),
+            (30.0, 600.0, 640.0),
+            (-1.0, 600.0, 600.0),
+        ],
     )
-    def test_retiring_time_covers_the_stop_deadline(self, grace: float, expected: float) -> None:
-        """Given a stop's grace, then a stopped worker retires for RETIRING_TTL or the
-        stop's whole deadline (grace and margin) when that is longer; an unbounded
-        grace has no deadline to cover."""
-        assert retiring_time(grace) == expected
+    def test_retiring_time_covers_the_stop_deadline_and_staleness(
+        self, grace: float, max_staleness: float, expected: float
+    ) -> None:
+        """Given a stop's grace and the rule's max staleness, then a stopped worker
+        retires for RETIRING_TTL or, when longer, the stop's whole deadline (grace and
+        margin: it may answer until then) plus the max staleness (a reading of it from
+        before it left is fresh that long); an unbounded grace has no deadline to
+        cover."""
+        assert retiring_time(grace, max_staleness=max_staleness) == expected
 
     def test_plan_retiring_for_a_long_drain(self) -> None:
         """Given a rule whose retiring time covers a 10-minute drain, when a stopped
         worker still reads idle after RETIRING_TTL, then it is still retiring (never
         stopped twice, gone for the floor) until that time is over."""
         # Arrange
-        rule = PolicySettings(max_idle=60.0, min_workers=0, retiring_for=retiring_time(600.0))
+        rule = PolicySettings(
+            max_idle=60.0, min_workers=0, retiring_for=retiring_time(600.0, max_staleness=60.0)
+        )
         state = stopped(PolicyState(), "a", 0.0, rule)
         # Act
         draining = verdicts([Reading("a", 95.0)], state, rule=rule, now=RETIRING_TTL + 1.0)
-        after = verdicts([Reading("a", 95.0)], state, rule=rule, now=611.0)
+        after = verdicts([Reading("a", 95.0)], state, rule=rule, now=671.0)
         # Assert
         assert (draining, after) == ({"a": Verdict.RETIRING}, {"a": Verdict.STOP})
 

@@ -59,7 +59,8 @@ EXIT_WAIT: Final = 20.0
 @dataclass
 class Autoscaler:
     """Runs cycles over ``source``: plans with ``policy`` (a stopped worker retiring for
-    as long as ``action``'s grace may drain it: ``retiring_time``), stops per ``action``."""
+    as long as ``action``'s grace may drain it and a reading of it from before it left
+    may be fresh: ``retiring_time``), stops per ``action``."""
 
     source: Source
     policy: PolicySettings
@@ -74,7 +75,8 @@ class Autoscaler:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
-        rule = replace(self.policy, retiring_for=retiring_time(self.action.grace))
+        retiring_for = retiring_time(self.action.grace, max_staleness=self.policy.max_staleness)
+        rule = replace(self.policy, retiring_for=retiring_for)
         self.planner = PolicyPlanner(rule)
         self.actuator = WorkerActuator(
             self.action,

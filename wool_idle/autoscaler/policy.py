@@ -37,12 +37,14 @@ while it drains), up and busy. Past it, a worker at the address is taken to be a
 one (restarted in its place)."""
 
 
-def retiring_time(grace: float) -> float:
+def retiring_time(grace: float, *, max_staleness: float) -> float:
     """How long a worker stopped with ``grace`` counts as retiring: ``RETIRING_TTL``,
-    or the stop's whole deadline (its drain and the margin) when that is longer. With
-    an unbounded grace (< 0) it is ``RETIRING_TTL``: a drain past it counts alive."""
+    or, when that is longer, the stop's whole deadline (its drain and the margin, while
+    it may still answer) plus ``max_staleness`` (how old a reading of it from before
+    it left may be and still count as fresh: such a reading says nothing of now).
+    With an unbounded grace (< 0) the drain is left out: a drain past it counts alive."""
     deadline = stop_deadline(grace)
-    return RETIRING_TTL if deadline is None else max(RETIRING_TTL, deadline)
+    return max(RETIRING_TTL, (deadline or 0.0) + max_staleness)
 
 
 @dataclass(frozen=True, slots=True)
