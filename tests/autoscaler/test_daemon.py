@@ -536,6 +536,37 @@ class TestRetirement:
         assert [r.worker for r in autoscaler.records if r.result is StopResult.STOPPED] == stopped
         assert [fleet.alive(a) for a in addresses] == [False, False, True, True]
 
+    async def test_cycle_crashed_workers_last_sample_never_holds_the_floor(
+        self, fleet, make_autoscaler
+    ) -> None:
+        """Given three idle workers and a floor of 2, when the longest idle one crashes
+        (SIGKILL) and the source goes on serving every worker's last samples, 10 s old
+        (a scrape interval longer than a cycle, a caching proxy), then the cycle that
+        picks it finds it unreachable, and the next cycles read it as down and stop no
+        one: its old sample holds no floor, and the other two keep running; a sample
+        taken since (as fresh as the read) counts as read (it cools down)."""
+        # Arrange
+        addresses = await fleet.start(3)
+        crashed, *kept = addresses
+        source = ScriptedSource()
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=2)
+        await asyncio.sleep(0.3)
+        source.readings = [Reading(a, 900.0 - i, age=10.0) for i, a in enumerate(addresses)]
+        await fleet.workers[0].kill()
+        # Act
+        for _ in range(3):
+            await autoscaler.cycle()
+        old = await autoscaler.planner.plan(source.readings, time.monotonic())
+        source.readings[0] = replace(source.readings[0], age=0.0)
+        fresh = await autoscaler.planner.plan(source.readings, time.monotonic())
+        # Assert
+        assert [(r.worker, r.result) for r in autoscaler.records if r.result] == [
+            (crashed, StopResult.UNREACHABLE)
+        ]
+        assert all(fleet.alive(a) for a in kept)
+        assert {d.worker: d.verdict for d in old.decisions}[crashed] is Verdict.DOWN
+        assert {d.worker: d.verdict for d in fresh.decisions}[crashed] is Verdict.COOLDOWN
+
     async def test_failed_drop_never_undoes_the_stop(
         self, fleet, exporter_process, make_autoscaler, caplog
     ) -> None:

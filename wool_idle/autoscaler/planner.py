@@ -6,7 +6,9 @@ could dial: a reading whose label is not one gets ``invalid_address``. Then
 each label is resolved (``identity``): one that does not resolve gets
 ``unresolved``. Either takes no part in the plan (it neither holds up the
 floor nor uses a stop). Labels that resolve to one worker are given one
-``identity``, so the policy counts that worker once.
+``identity``, so the policy counts that worker once. A reading of a worker
+whose own idle RPC found it unreachable after the reading's sample was taken
+says nothing of now: it reads as down (``superseded``).
 """
 
 from __future__ import annotations
@@ -56,10 +58,13 @@ class PolicyPlanner:
         self._resolved: Mapping[str, Endpoints] = {}
         self._shared: dict[str, str] = {}
         self._empty_group_labels: frozenset[str] = frozenset()
+        self._unreachable: dict[str, float] = {}
+        """When a planned stop last found each worker unreachable (its idle RPC)."""
 
     async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
         """Every worker's decision; the address checks and the policy run on a thread,
         so a large fleet never holds up the event loop."""
+        readings = self._superseded(readings, now)
         addressable = await asyncio.to_thread(self._check_addresses, readings)
         self._warn_of_empty_group_labels(readings)
         resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
@@ -99,6 +104,28 @@ class PolicyPlanner:
             self.state = after_stop(
                 self.state, label, result=result, now=now, settings=self.settings
             )
+            if result is StopResult.UNREACHABLE:
+                self._unreachable[label] = now
+            else:  # it answered, or is retiring
+                self._unreachable.pop(label, None)
+
+    def _superseded(self, readings: Sequence[Reading], now: float) -> Sequence[Reading]:
+        """``readings``, each one whose sample is older than the last time its worker
+        was found unreachable read as down: a source that goes on serving a crashed
+        worker's last sample (a scrape interval longer than a cycle, a caching proxy)
+        must not make it hold the floor, nor a worker the floor needs be stopped for
+        it. A newer sample counts as read; once ``max_staleness`` has passed since,
+        every fresh sample is newer, and the mark goes."""
+        marks = self._unreachable
+        if not marks:
+            return readings
+        self._unreachable = {
+            w: t for w, t in marks.items() if now - t <= self.settings.max_staleness
+        }
+        return [
+            replace(r, up=False) if r.worker in marks and r.age >= now - marks[r.worker] else r
+            for r in readings
+        ]
 
     def _check_addresses(self, readings: Sequence[Reading]) -> dict[str, bool]:
         """Whether each worker is an address; remembered for the workers seen last cycle."""
