@@ -499,12 +499,11 @@ class TestRetirement:
         self, fleet, make_autoscaler
     ) -> None:
         """Given four idle workers, a floor of 2, one stop per cycle, a max staleness
-        of 10 minutes and a source that goes on serving every worker's last sample (a
-        caching proxy, /federate, a long scrape interval), when cycles stop two
-        workers and, RETIRING_TTL later, the two stopped workers' samples from before
-        their stops are still fresh, then the next cycles stop no one (those samples
-        hold no floor: confirming them finds the workers gone, and the cooldown that
-        follows would count them alive), and the two other workers keep running."""
+        of 10 minutes, and cycles that stopped the two longest idle, when RETIRING_TTL
+        later the source still serves the stopped workers' samples from before their
+        stops (a caching proxy, /federate, a long scrape interval), fresh, beside newer
+        ones of the two others, idle longer, then the next cycles stop no one: the old
+        samples hold no floor, and the two other workers keep running."""
         # Arrange
         addresses = await fleet.start(4)
         source = ScriptedSource()
@@ -515,7 +514,6 @@ class TestRetirement:
             min_workers=2,
             max_stops_per_cycle=1,
             max_staleness=600.0,
-            cooldown=3600.0,
         )
         await asyncio.sleep(0.3)
         source.readings = [Reading(a, 900.0 - i) for i, a in enumerate(addresses)]
@@ -527,9 +525,10 @@ class TestRetirement:
         state = autoscaler.planner.state
         later = {w: since - RETIRING_TTL - 1.0 for w, since in state.retiring.items()}
         autoscaler.planner.state = replace(state, retiring=later)
-        source.readings = [replace(r, age=RETIRING_TTL + 2.0) for r in source.readings]
+        old = [replace(r, age=RETIRING_TTL + 2.0) for r in source.readings[:2]]
+        source.readings = [*old, Reading(addresses[2], 1200.0), Reading(addresses[3], 1199.0)]
         # Act
-        for _ in range(3):
+        for _ in range(2):
             await autoscaler.cycle()
         # Assert
         assert stopped == addresses[:2]
