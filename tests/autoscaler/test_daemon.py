@@ -399,6 +399,26 @@ class ScriptedSource:
         return list(self.readings)
 
 
+class SampledSource:
+    """A source serving samples taken at set moments (``taken``: worker to monotonic
+    time, every worker 1000 s idle), aged as of the start of its read, which then
+    takes ``delay`` seconds to answer (the rest of a Prometheus read: more queries,
+    the parse)."""
+
+    description = "sampled"
+
+    def __init__(self, taken: dict[str, float], delay: float) -> None:
+        self.taken, self.delay = taken, delay
+
+    async def read(self) -> list[Reading]:
+        evaluated = time.monotonic()
+        readings = [
+            Reading(w, 1000.0 - i, age=evaluated - t) for i, (w, t) in enumerate(self.taken.items())
+        ]
+        await asyncio.sleep(self.delay)
+        return readings
+
+
 def retired(autoscaler, worker: str, **group: str) -> float | None:
     return value(autoscaler, "wool_autoscaler_retired_timestamp_seconds", worker=worker, **group)
 
@@ -565,6 +585,33 @@ class TestRetirement:
         assert all(fleet.alive(a) for a in kept)
         assert {d.worker: d.verdict for d in old.decisions}[crashed] is Verdict.DOWN
         assert {d.worker: d.verdict for d in fresh.decisions}[crashed] is Verdict.COOLDOWN
+
+    async def test_cycle_sample_taken_just_before_the_crash_was_found_reads_down(
+        self, fleet, make_autoscaler
+    ) -> None:
+        """Given three idle workers and a floor of 2, when the longest idle one crashes
+        and is found unreachable by the stop of a cycle, and the next read serves a
+        sample of it taken just before that finding, then that sample reads as down
+        however long the read took after its evaluation (the plan's now is when the
+        read began): the next cycle stops no one, and the other two keep running."""
+        # Arrange
+        addresses = await fleet.start(3)
+        crashed, *kept = addresses
+        await asyncio.sleep(0.3)
+        await fleet.workers[0].kill()
+        before_the_stop = time.monotonic() - 0.3
+        source = SampledSource({a: before_the_stop for a in addresses}, delay=0.0)
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=2)
+        await autoscaler.cycle()
+        source.taken = {crashed: before_the_stop, **{a: time.monotonic() for a in kept}}
+        source.delay = 2.0
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        assert [(r.worker, r.result) for r in autoscaler.records if r.result] == [
+            (crashed, StopResult.UNREACHABLE)
+        ]
+        assert all(fleet.alive(a) for a in kept)
 
     async def test_failed_drop_never_undoes_the_stop(
         self, fleet, exporter_process, make_autoscaler, caplog

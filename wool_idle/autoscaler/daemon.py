@@ -106,6 +106,10 @@ class Autoscaler:
             return ok
 
     async def _cycle(self) -> bool:
+        # The plan's now is when the read began: a sample's age is counted from the
+        # moment the source answered, after it, so a sample taken just before a stop
+        # found its worker unreachable reads as older than that finding (planner).
+        read_at = time.monotonic()
         try:
             readings = await self.source.read()
         except SourceError as error:
@@ -113,7 +117,7 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
-        plan = await self.planner.plan(readings, time.monotonic())
+        plan = await self.planner.plan(readings, read_at)
         self._forget_replaced(readings, plan)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

@@ -39,7 +39,8 @@ class Planner(Protocol):
     """Decides each cycle, and learns what came of the stops it asked for."""
 
     async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
-        """Every worker's decision for this cycle (``now`` on a monotonic clock)."""
+        """Every worker's decision for this cycle (``now`` on a monotonic clock, no later
+        than when the readings were read: their ages count from then)."""
         ...
 
     def record(self, worker: str, result: StopResult, now: float) -> None:
