@@ -15,6 +15,7 @@ from support.waiting import eventually_async
 from support.wool_namespaces import fresh_namespace, held
 from support.wool_pools import unique_namespace
 
+from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
 from wool_idle.autoscaler.actuator import StopAttempt
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
@@ -585,6 +586,33 @@ class TestRetirement:
         assert all(fleet.alive(a) for a in kept)
         assert {d.worker: d.verdict for d in old.decisions}[crashed] is Verdict.DOWN
         assert {d.worker: d.verdict for d in fresh.decisions}[crashed] is Verdict.COOLDOWN
+
+    @pytest.mark.parametrize("leave", ["once", "run"])
+    async def test_leaving_waits_for_a_drain_within_the_stops_deadline(
+        self, make_autoscaler, scripted, monkeypatch: pytest.MonkeyPatch, leave: str
+    ) -> None:
+        """Given stops sent with a 3 s grace and a worker that answers its stop once
+        drained, 1.5 s later, past the cycle's wait for the reply and past EXIT_WAIT,
+        when the daemon leaves (after --once, or asked to stop while running), then it
+        waits for the stop within its deadline (grace and margin): the call is answered,
+        not cut short (a wool worker whose stop call is cut never exits)."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
+        monkeypatch.setattr(daemon_module, "EXIT_WAIT", 0.2)
+        worker = await scripted(seconds=900.0, stop_delay=1.5)
+        source = ScriptedSource()
+        source.readings = [Reading(worker.address, 900.0)]
+        autoscaler = make_autoscaler("", source=source, max_idle=60.0, min_workers=0, grace=3.0)
+        # Act
+        if leave == "once":
+            await autoscaler.once()
+        else:
+            running = asyncio.create_task(autoscaler.run(3600.0))
+            await eventually_async(lambda: len(worker.stop_requests) == 1)
+            autoscaler.stopping.set()
+            await running
+        # Assert
+        assert (worker.stops_answered, worker.stops_cancelled) == (1, 0)
 
     async def test_cycle_sample_taken_just_before_the_crash_was_found_reads_down(
         self, fleet, make_autoscaler

@@ -19,7 +19,7 @@ import yaml
 
 from wool_idle import __version__
 from wool_idle.autoscaler.actuator import STOP_REPLY_WAIT
-from wool_idle.autoscaler.daemon import EXIT_WAIT
+from wool_idle.autoscaler.daemon import exit_wait
 from wool_idle.cli.values import DURATION
 from wool_idle.proto import SERVICE
 from wool_idle.worker.server import CLOSE_GRACE
@@ -278,13 +278,13 @@ class TestWorkers:
         the HTTP server's close), so no stop call is cut short."""
         # Arrange
         deployment = only(manifests, "Deployment", "wool-idle-autoscaler")
-        rpc_timeout = seconds(
-            environment(container_of(manifests, "autoscaler")).get("WOOL_IDLE_RPC_TIMEOUT", "5s")
-        )
+        settings = environment(container_of(manifests, "autoscaler"))
+        rpc_timeout = seconds(settings.get("WOOL_IDLE_RPC_TIMEOUT", "5s"))
+        grace = seconds(settings.get("WOOL_IDLE_GRACE", "30s"))
         # Act
         termination = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         # Assert
-        assert termination > rpc_timeout + STOP_REPLY_WAIT + EXIT_WAIT + CLOSE_GRACE
+        assert termination > rpc_timeout + STOP_REPLY_WAIT + exit_wait(grace) + CLOSE_GRACE
 
     def test_targets_name_every_worker_of_the_job(self, manifests: list[Manifest]) -> None:
         """Given the exporter's targets ConfigMap and the Job, then the targets are

@@ -21,7 +21,7 @@ from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
 
 from wool_idle.autoscaler.actuator import STOP_REPLY_WAIT, ActionSettings
-from wool_idle.autoscaler.daemon import EXIT_WAIT
+from wool_idle.autoscaler.daemon import exit_wait
 from wool_idle.cli.values import DURATION
 from wool_idle.worker.server import CLOSE_GRACE
 
@@ -190,12 +190,13 @@ class TestUnits:
         assert found.get("KillMode") == ["mixed"]
 
     def test_autoscaler_timeout_stop_outlasts_its_shutdown(self) -> None:
-        """Given the autoscaler unit, then systemd waits on stop longer than the
-        autoscaler's shutdown can take (the stops under way at the default rpc timeout,
-        the wait for a stop's reply, the wait for stops still going on, the HTTP
-        server's close), so no stop call is cut short."""
+        """Given the autoscaler unit and its environment file, then systemd waits on
+        stop longer than the autoscaler's shutdown can take (the stops under way at the
+        default rpc timeout, the wait for a stop's reply, the wait for stops still going
+        on at the file's grace, the HTTP server's close), so no stop call is cut short."""
         timeout = directives(UNITS / "wool-idle-autoscaler.service")["TimeoutStopSec"][0]
-        least = ActionSettings().rpc_timeout + STOP_REPLY_WAIT + EXIT_WAIT + CLOSE_GRACE
+        grace = DURATION.parse(environment_file(CONFIG / "autoscaler.env")["WOOL_IDLE_GRACE"])
+        least = ActionSettings().rpc_timeout + STOP_REPLY_WAIT + exit_wait(grace) + CLOSE_GRACE
         assert DURATION.parse(timeout) > least
 
     def test_sysusers_creates_the_account(self, tmp_path: Path, systemd_sysusers: str) -> None:

@@ -8,7 +8,7 @@ and tells the planner what came of each as it comes (a failure to record or
 publish one is logged and touches no other). Once shutdown is asked for, no
 planned stop starts its confirmation; those under way finish, and the daemon
 leaves once the stops still going on (workers draining) ended, or after
-``EXIT_WAIT``. A stop that ended after the cycle gave up waiting is learnt
+``exit_wait``. A stop that ended after the cycle gave up waiting is learnt
 then: stopped or unanswered, its worker is retiring and retired afresh (and,
 stopped, its drop is published); refused after all, it is neither.
 A worker stopped, or whose stop got no answer (it may be draining), is
@@ -44,6 +44,7 @@ from wool_idle.autoscaler.planner import Planner, PolicyPlanner
 from wool_idle.autoscaler.policy import Decision, Plan, PolicySettings, Reading, retiring_time
 from wool_idle.autoscaler.sources import Source, SourceError
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.contract import stop_deadline
 from wool_idle.discovery.drop import Dropper
 
 __all__ = ["ActionSettings", "Autoscaler", "BeforeStop"]
@@ -53,7 +54,18 @@ log = logging.getLogger("wool_idle.autoscaler")
 RETIRING_AT_ONCE: Final = 16
 """Planned stops confirmed and sent at the same time, at most."""
 EXIT_WAIT: Final = 20.0
-"""Seconds the daemon, leaving, waits for stops still going on (workers draining)."""
+"""Seconds the daemon, leaving, waits at least for stops still going on (workers
+draining); see ``exit_wait``."""
+
+
+def exit_wait(grace: float) -> float:
+    """How long the daemon, leaving, waits for stops still going on: ``EXIT_WAIT``, or a
+    stop's whole deadline (its drain and the margin) when that is longer, so a stop
+    sent with ``grace`` is never cut short by the daemon (a wool worker whose stop call
+    is cut never exits). With an unbounded grace (< 0) it is ``EXIT_WAIT``: such a
+    drain may be cut."""
+    deadline = stop_deadline(grace)
+    return EXIT_WAIT if deadline is None else max(EXIT_WAIT, deadline)
 
 
 @dataclass
@@ -245,7 +257,7 @@ class Autoscaler:
         A cycle that fails unexpectedly is logged and stops no one more; the next
         cycle runs as usual. What start-up made is frozen first (``gc.freeze``), so
         the full collections the cycles trigger do not scan it again each time.
-        Once stopping, it waits (``EXIT_WAIT`` at most) for the stops going on.
+        Once stopping, it waits (``exit_wait`` at most) for the stops going on.
         """
         gc.collect()
         gc.freeze()
@@ -256,12 +268,12 @@ class Autoscaler:
                 log.exception("cycle failed, stopping no one more this cycle")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), interval)
-        await self.actuator.finish_stops(EXIT_WAIT)
+        await self.actuator.finish_stops(exit_wait(self.action.grace))
 
     async def once(self) -> bool:
-        """Run one cycle, then wait (``EXIT_WAIT`` at most) for its stops still going
+        """Run one cycle, then wait (``exit_wait`` at most) for its stops still going
         on; False if the source failed."""
         try:
             return await self.cycle()
         finally:
-            await self.actuator.finish_stops(EXIT_WAIT)
+            await self.actuator.finish_stops(exit_wait(self.action.grace))
