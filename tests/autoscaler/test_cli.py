@@ -14,6 +14,7 @@ import yaml
 from support import unix_http
 from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
+from support.waiting import eventually_async
 
 from wool_idle.cli import build_parser, main
 
@@ -58,6 +59,30 @@ class TestAutoscalerCli:
         assert result.returncode == 0, result.stderr
         assert "result=stopped" in result.stderr
         assert await fleet.wait_exit(address) == 0
+
+    async def test_once_signalled_lets_the_stop_it_sent_end(self, scripted, serve_text) -> None:
+        """Given an idle worker that answers its stop once drained, 2 s later, when
+        `--once` gets SIGTERM after sending the stop, then it waits for the stop and
+        exits 0: the call is answered, not cut short (a wool worker whose stop call is
+        cut never exits)."""
+        # Arrange
+        worker = await scripted(seconds=900.0, stop_delay=2.0)
+        text = (
+            f'wool_worker_idle_seconds{{worker="{worker.address}"}} 900\n'
+            f'wool_worker_up{{worker="{worker.address}"}} 1\n'
+            f'wool_worker_idle_supported{{worker="{worker.address}"}} 1\n'
+        )
+        url = await serve_text(text)
+        once = ["autoscaler", "--once", "--metrics-url", url, "--max-idle", "1m"]
+        process = spawn_cli([*once, "--min-workers", "0", "--grace", "5s"])
+        # Act
+        sent = await eventually_async(lambda: len(worker.stop_requests) == 1, timeout=WAIT)
+        process.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(process.wait, WAIT)
+        # Assert
+        assert sent
+        assert returncode == 0, process.stderr.read() if process.stderr else ""
+        assert (worker.stops_answered, worker.stops_cancelled) == (1, 0)
 
     def test_once_source_down_exits_1(self) -> None:
         """Given no exporter at the URL, when `--once` runs, then it exits 1 and says so."""

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import signal
 from typing import Final
 
 from wool_idle.autoscaler.app import create_app
@@ -214,7 +215,7 @@ async def _main(
             dropper=_dropper(daemon.wool_discovery),
         )
         if daemon.once:
-            return 0 if await autoscaler.once() else EXIT_SOURCE_FAILED
+            return await _once(autoscaler)
         log.info(
             "autoscaler reading %s, max idle %.1fs%s",
             watched.description,
@@ -228,3 +229,24 @@ async def _main(
             lambda: autoscaler.run(daemon.interval),
             stop=autoscaler.stopping.set,
         )
+
+
+async def _once(autoscaler: Autoscaler) -> int:
+    """``--once``: one cycle, 0, or ``EXIT_SOURCE_FAILED`` if the source failed.
+    SIGTERM and SIGINT during it start no more stops and let those sent end (up to
+    their deadline), as the daemon's do: a wool worker whose stop call is cut never
+    exits."""
+    loop = asyncio.get_running_loop()
+
+    def leave() -> None:
+        log.info("autoscaler --once: signalled, sending no more stops; those sent may end")
+        autoscaler.stopping.set()
+
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, leave)
+    try:
+        return 0 if await autoscaler.once() else EXIT_SOURCE_FAILED
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
