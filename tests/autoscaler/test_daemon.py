@@ -281,8 +281,8 @@ class TestAutoscaler:
 
     async def test_run_survives_a_cycle_that_raises(self, make_autoscaler, caplog) -> None:
         """Given a source that raises an unexpected error once (not a SourceError), when
-        the daemon runs, then the error is logged and the next cycle runs: the daemon
-        lives on."""
+        the daemon runs, then the error is logged and counted, and the next cycle runs:
+        the daemon lives on."""
 
         # Arrange
         class Flaky:
@@ -303,6 +303,7 @@ class TestAutoscaler:
         # Assert
         assert autoscaler.source.reads == 2
         assert any("cycle failed" in r.getMessage() for r in caplog.records)
+        assert value(autoscaler, "wool_autoscaler_cycle_errors_total") == 1.0
 
     @pytest.mark.parametrize(
         "body",

@@ -45,7 +45,7 @@ class TestAlertRules:
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_alerts_present_annotated_and_linked(self) -> None:
-        """Given the rules, then the eleven alerts exist, each with summary, description
+        """Given the rules, then the twelve alerts exist, each with summary, description
         and a runbook_url into an existing section of docs/operations.md, and none
         uses keep_firing_for."""
         # Arrange
@@ -68,6 +68,7 @@ class TestAlertRules:
             "WoolExporterTargetsFileInvalid",
             "WoolAutoscalerDown",
             "WoolAutoscalerSourceDown",
+            "WoolAutoscalerCycleErrors",
             "WoolAutoscalerStopsFailing",
         }
         for rule in found.values():

@@ -254,9 +254,10 @@ class Autoscaler:
     async def run(self, interval: float) -> None:
         """Run cycles every ``interval`` seconds until ``stopping`` is set.
 
-        A cycle that fails unexpectedly is logged and stops no one more; the next
-        cycle runs as usual. What start-up made is frozen first (``gc.freeze``), so
-        the full collections the cycles trigger do not scan it again each time.
+        A cycle that fails unexpectedly is logged and counted (``cycle_errors``) and
+        stops no one more; the next cycle runs as usual. What start-up made is
+        frozen first (``gc.freeze``), so the full collections the cycles trigger do
+        not scan it again each time.
         Once stopping, it waits (``exit_wait`` at most) for the stops going on.
         """
         gc.collect()
@@ -265,6 +266,7 @@ class Autoscaler:
             try:
                 await self.cycle()
             except Exception:
+                self.metrics.cycle_errors.inc()
                 log.exception("cycle failed, stopping no one more this cycle")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), interval)

@@ -17,7 +17,8 @@ class AutoscalerMetrics:
     ``stops_total{result}`` counts each stop tried once, by ``StopResult``;
     ``blocked_total{reason}`` counts each decision whose ``Verdict`` blocks;
     ``drops_total{result}`` each drop published (or not) for a stopped worker, by
-    ``DropResult``; ``retired_timestamp_seconds{worker,<group_by>}`` shows the
+    ``DropResult``; ``cycle_errors_total`` each cycle that raised (not a failed read:
+    ``source_up``); ``retired_timestamp_seconds{worker,<group_by>}`` shows the
     workers stopped (``retired``).
     """
 
@@ -44,6 +45,12 @@ class AutoscalerMetrics:
         self.cycle_duration = Gauge(
             "wool_autoscaler_cycle_duration_seconds",
             "How long the last cycle took.",
+            registry=registry,
+        )
+        self.cycle_errors = Counter(
+            "wool_autoscaler_cycle_errors",
+            "Cycles that failed on an error of wool-idle's own (logged with its traceback); "
+            "such a cycle stops no one more.",
             registry=registry,
         )
         self.last_cycle = Gauge(
