@@ -390,6 +390,17 @@ class TestSecurity:
                 assert context["allowPrivilegeEscalation"] is False, name
                 assert context["capabilities"] == {"drop": ["ALL"]}, name
 
+    def test_namespace_enforces_the_restricted_pod_security_standard(
+        self, manifests: list[Manifest]
+    ) -> None:
+        """Given the namespace, then Kubernetes' Pod Security admission enforces the
+        restricted standard there (which every pod meets: see above), so a pod edited
+        to run privileged is refused rather than run."""
+        # Act
+        labels = only(manifests, "Namespace", "wool-idle")["metadata"].get("labels", {})
+        # Assert
+        assert labels.get("pod-security.kubernetes.io/enforce") == "restricted"
+
     def test_images_are_the_placeholder_of_this_version(self, manifests: list[Manifest]) -> None:
         """Given every container, then its image is the documented placeholder tagged
         with this version (docs/deploy.md says how to point it at a real image)."""
