@@ -41,7 +41,10 @@ class Verdict(StrEnum):
     BUSY = "busy"
     """Idle less than ``max_idle``."""
     DOWN = "down"
-    """The source says the worker does not answer."""
+    """The source says the worker does not answer, or its reading is of a sample
+    older than the moment a planned stop found the worker unreachable (its idle RPC):
+    then the source may still say it is up, serving that sample (a scrape interval
+    longer than a cycle, a caching proxy), for up to ``max_staleness``."""
     UNSUPPORTED = "unsupported"
     """The worker predates the idle RPC (a fresh answer says so; an old one is
     ``stale``)."""
