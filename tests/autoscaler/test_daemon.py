@@ -642,6 +642,26 @@ class TestRetirement:
         ]
         assert all(fleet.alive(a) for a in kept)
 
+    async def test_cycle_min_age_counts_from_the_end_of_a_slow_first_read(
+        self, fleet, make_autoscaler
+    ) -> None:
+        """Given two idle workers, a floor of 1 and a min age of 3 s, when the read that
+        first sees them takes 3 s (a slow source: up to --source-timeout) and the next
+        cycle follows at once, then that cycle stops no one (min_age): the min age
+        counts from the end of the read that saw them, not from its start."""
+        # Arrange
+        addresses = await fleet.start(2)
+        await asyncio.sleep(0.3)
+        source = SampledSource(dict.fromkeys(addresses, time.monotonic()), delay=3.0)
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_age=3.0)
+        await autoscaler.cycle()
+        source.taken, source.delay = dict.fromkeys(addresses, time.monotonic()), 0.0
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        assert [r.verdict for r in autoscaler.records] == [Verdict.MIN_AGE] * 4
+        assert all(fleet.alive(a) for a in addresses)
+
     async def test_failed_drop_never_undoes_the_stop(
         self, fleet, exporter_process, make_autoscaler, caplog
     ) -> None:

@@ -120,7 +120,8 @@ class Autoscaler:
     async def _cycle(self) -> bool:
         # The plan's now is when the read began: a sample's age is counted from the
         # moment the source answered, after it, so a sample taken just before a stop
-        # found its worker unreachable reads as older than that finding (planner).
+        # found its worker unreachable reads as older than that finding (planner). A
+        # worker new to this read counts as first seen when it ended (--min-age).
         read_at = time.monotonic()
         try:
             readings = await self.source.read()
@@ -129,7 +130,7 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
-        plan = await self.planner.plan(readings, read_at)
+        plan = await self.planner.plan(readings, read_at, seen_at=time.monotonic())
         self._forget_replaced(readings, plan)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

@@ -38,9 +38,13 @@ log = logging.getLogger("wool_idle.autoscaler")
 class Planner(Protocol):
     """Decides each cycle, and learns what came of the stops it asked for."""
 
-    async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
+    async def plan(
+        self, readings: Sequence[Reading], now: float, *, seen_at: float | None = None
+    ) -> Plan:
         """Every worker's decision for this cycle (``now`` on a monotonic clock, no later
-        than when the readings were read: their ages count from then)."""
+        than when the readings were read: their ages count from then). A worker read
+        for the first time counts as first seen at ``seen_at`` (``now`` if None): given
+        when the read ended, ``min_age`` counts from no earlier than its sighting."""
         ...
 
     def record(self, worker: str, result: StopResult, now: float) -> None:
@@ -62,7 +66,9 @@ class PolicyPlanner:
         self._unreachable: dict[str, float] = {}
         """When a planned stop last found each worker unreachable (its idle RPC)."""
 
-    async def plan(self, readings: Sequence[Reading], now: float) -> Plan:
+    async def plan(
+        self, readings: Sequence[Reading], now: float, *, seen_at: float | None = None
+    ) -> Plan:
         """Every worker's decision; the address checks and the policy run on a thread,
         so a large fleet never holds up the event loop."""
         readings = self._superseded(readings, now)
@@ -79,7 +85,11 @@ class PolicyPlanner:
                 for r in readings
                 if r.worker in resolved
             ]
-        result = await asyncio.to_thread(plan, planned, self.state, self.settings, now)
+        state = self.state
+        if seen_at is not None and self.settings.min_age:  # a new worker first seen then
+            first_seen = {**dict.fromkeys([r.worker for r in planned], seen_at), **state.first_seen}
+            state = replace(state, first_seen=first_seen)
+        result = await asyncio.to_thread(plan, planned, state, self.settings, now)
         self.state = result.state
         if len(resolved) == len(addressable):
             return result
