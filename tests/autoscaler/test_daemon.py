@@ -621,7 +621,7 @@ class TestRetirement:
         """Given three idle workers and a floor of 2, when the longest idle one crashes
         and is found unreachable by the stop of a cycle, and the next read serves a
         sample of it taken just before that finding, then that sample reads as down
-        however long the read took after its evaluation (the plan's now is when the
+        however long the read took after its evaluation (ages are set against when the
         read began): the next cycle stops no one, and the other two keep running."""
         # Arrange
         addresses = await fleet.start(3)

@@ -118,10 +118,9 @@ class Autoscaler:
             return ok
 
     async def _cycle(self) -> bool:
-        # The plan's now is when the read began: a sample's age is counted from the
-        # moment the source answered, after it, so a sample taken just before a stop
-        # found its worker unreachable reads as older than that finding (planner). A
-        # worker new to this read counts as first seen when it ended (--min-age).
+        # A sample's age counts from when the source answered, during the read: set
+        # against when the read began, a sample taken just before a stop found its
+        # worker unreachable reads as older than that finding (planner).
         read_at = time.monotonic()
         try:
             readings = await self.source.read()
@@ -130,7 +129,7 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
-        plan = await self.planner.plan(readings, read_at, seen_at=time.monotonic())
+        plan = await self.planner.plan(readings, time.monotonic(), read_at=read_at)
         self._forget_replaced(readings, plan)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

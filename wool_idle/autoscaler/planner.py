@@ -39,12 +39,11 @@ class Planner(Protocol):
     """Decides each cycle, and learns what came of the stops it asked for."""
 
     async def plan(
-        self, readings: Sequence[Reading], now: float, *, seen_at: float | None = None
+        self, readings: Sequence[Reading], now: float, *, read_at: float | None = None
     ) -> Plan:
-        """Every worker's decision for this cycle (``now`` on a monotonic clock, no later
-        than when the readings were read: their ages count from then). A worker read
-        for the first time counts as first seen at ``seen_at`` (``now`` if None): given
-        when the read ended, ``min_age`` counts from no earlier than its sighting."""
+        """Every worker's decision for this cycle, ``now`` on a monotonic clock;
+        ``read_at`` is when the read of ``readings`` began (``now`` if None), no later
+        than the moment their ages count from."""
         ...
 
     def record(self, worker: str, result: StopResult, now: float) -> None:
@@ -67,11 +66,11 @@ class PolicyPlanner:
         """When a planned stop last found each worker unreachable (its idle RPC)."""
 
     async def plan(
-        self, readings: Sequence[Reading], now: float, *, seen_at: float | None = None
+        self, readings: Sequence[Reading], now: float, *, read_at: float | None = None
     ) -> Plan:
         """Every worker's decision; the address checks and the policy run on a thread,
         so a large fleet never holds up the event loop."""
-        readings = self._superseded(readings, now)
+        readings = self._superseded(readings, now if read_at is None else read_at)
         addressable = await asyncio.to_thread(self._check_addresses, readings)
         self._warn_of_empty_group_labels(readings)
         resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
@@ -85,11 +84,7 @@ class PolicyPlanner:
                 for r in readings
                 if r.worker in resolved
             ]
-        state = self.state
-        if seen_at is not None and self.settings.min_age:  # a new worker first seen then
-            first_seen = {**dict.fromkeys([r.worker for r in planned], seen_at), **state.first_seen}
-            state = replace(state, first_seen=first_seen)
-        result = await asyncio.to_thread(plan, planned, state, self.settings, now)
+        result = await asyncio.to_thread(plan, planned, self.state, self.settings, now)
         self.state = result.state
         if len(resolved) == len(addressable):
             return result
@@ -120,21 +115,23 @@ class PolicyPlanner:
             else:  # it answered, or is retiring
                 self._unreachable.pop(label, None)
 
-    def _superseded(self, readings: Sequence[Reading], now: float) -> Sequence[Reading]:
+    def _superseded(self, readings: Sequence[Reading], read_at: float) -> Sequence[Reading]:
         """``readings``, each one whose sample is older than the last time its worker
         was found unreachable read as down: a source that goes on serving a crashed
         worker's last sample (a scrape interval longer than a cycle, a caching proxy)
         must not make it hold the floor, nor a worker the floor needs be stopped for
-        it. A newer sample counts as read; once ``max_staleness`` has passed since,
-        every fresh sample is newer, and the mark goes."""
+        it. Ages are set against ``read_at`` (the read's start, before the source
+        answered), so a sample taken near the finding reads as older, never newer.
+        A newer sample counts as read; once ``max_staleness`` has passed since, every
+        fresh sample is newer, and the mark goes."""
         marks = self._unreachable
         if not marks:
             return readings
         self._unreachable = {
-            w: t for w, t in marks.items() if now - t <= self.settings.max_staleness
+            w: t for w, t in marks.items() if read_at - t <= self.settings.max_staleness
         }
         return [
-            replace(r, up=False) if r.worker in marks and r.age >= now - marks[r.worker] else r
+            replace(r, up=False) if r.worker in marks and r.age >= read_at - marks[r.worker] else r
             for r in readings
         ]
 
