@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.clock import Clock
 
-from wool_idle.autoscaler import identity
+from wool_idle.autoscaler import endpoints, identity
 from wool_idle.autoscaler.identity import LOOKUP_THREADS, AddressResolver, identities
 
 
@@ -105,7 +105,7 @@ class TestAddressResolver:
         workers = ["[fe80::1%lo]:5", f"[fe80::1%{index}]:5", f"[fe80::1%0{index}]:5"]
         # Act
         if lookup:
-            resolved = {w: identity._look_up(w) for w in [*workers, "[fe80::1]:5"]}
+            resolved = {w: endpoints.look_up(w) for w in [*workers, "[fe80::1]:5"]}
         else:
             resolved = await AddressResolver().resolve([*workers, "[fe80::1]:5"])
         # Assert
