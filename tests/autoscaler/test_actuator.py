@@ -13,8 +13,9 @@ from support.waiting import eventually_async
 from support.wool_pools import WoolFleet
 
 from wool_idle.autoscaler import actuator as actuator_module
-from wool_idle.autoscaler.actuator import ActionSettings, StopAttempt, WorkerActuator
+from wool_idle.autoscaler.actuator import ActionSettings, WorkerActuator
 from wool_idle.autoscaler.policy import Decision
+from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery.drop import read_records
 from wool_idle.exceptions import TransientRpcError

@@ -17,9 +17,9 @@ from support.wool_pools import unique_namespace
 
 from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
-from wool_idle.autoscaler.actuator import StopAttempt
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
+from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery import drop as drop_module
 from wool_idle.discovery.drop import Dropper, DropResult, read_records

@@ -33,13 +33,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-import grpc
-
 from wool_idle.autoscaler.policy import Decision
+from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, stop_outcome
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
-from wool_idle.exceptions import RpcError, StopRefused, TransientRpcError
+from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import ClientTls, WorkerConnection
+
+__all__ = [
+    "STOP_REPLY_WAIT",
+    "ActionSettings",
+    "Actuator",
+    "BeforeStop",
+    "StopAttempt",
+    "StopEnded",
+    "WorkerActuator",
+]
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -51,15 +60,6 @@ of it (``stopped``, ``refused_busy`` or ``failed`` after all, or ``unanswered``)
 STOP_REPLY_WAIT: Final = 10.0
 """Seconds a cycle waits for a stop's reply (a refusal comes at once); past it the call
 goes on in the background and the worker counts as retiring."""
-NOT_CARRIED_OUT: Final = frozenset(
-    {
-        grpc.StatusCode.PERMISSION_DENIED,
-        grpc.StatusCode.UNAUTHENTICATED,
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.UNIMPLEMENTED,
-    }
-)
-"""Statuses of a stop reply that say the worker did not stop (besides ``StopRefused``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,17 +69,6 @@ class ActionSettings:
     grace: float = DEFAULT_GRACE
     rpc_timeout: float = 5.0
     tls: ClientTls | None = None
-
-
-@dataclass(frozen=True)
-class StopAttempt:
-    """What came of one planned stop, the idle time the worker confirmed, and whether
-    the stop call goes on in the background (``unanswered`` only: what comes of it is
-    handed to ``stop_ended`` later)."""
-
-    result: StopResult
-    confirmed_idle: float | None = None
-    going_on: bool = False
 
 
 class Actuator(Protocol):
@@ -118,7 +107,7 @@ class WorkerActuator:
         try:
             connection = WorkerConnection(decision.worker, tls=self.settings.tls)
         except Exception as error:  # not an address after all, unreadable TLS files
-            return _failed(decision.worker, "connect", error, None)
+            return failed(decision.worker, "connect", error, None)
         sent: list[asyncio.Future[None]] = []
         try:
             return await self._confirm_and_stop(connection, decision.worker, sent)
@@ -153,7 +142,7 @@ class WorkerActuator:
         async def ending() -> None:
             try:
                 await asyncio.wait({call})
-                ended = _stop_outcome(worker, call, decision.idle).result
+                ended = stop_outcome(worker, call, decision.idle).result
                 log.info("worker %s: the stop it drained for ended: %s", worker, ended.value)
                 if self.stop_ended is not None:
                     await self.stop_ended(decision, ended)
@@ -176,7 +165,7 @@ class WorkerActuator:
         except TransientRpcError:
             return StopAttempt(StopResult.UNREACHABLE)
         except Exception as error:  # IdleUnavailable, RpcError, a reply that does not decode
-            return _failed(worker, "idle", error, None)
+            return failed(worker, "idle", error, None)
         idle, grace = report.seconds, self.settings.grace
         if not (valid_idle(idle) and idle >= self.max_idle):
             return StopAttempt(StopResult.REFUSED_BUSY, idle)
@@ -200,7 +189,7 @@ class WorkerActuator:
             if self.before_stop is not None:
                 await self.before_stop(worker)
         except Exception as error:
-            return _failed(worker, "before stop", error, idle)
+            return failed(worker, "before stop", error, idle)
         call = asyncio.ensure_future(
             connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
         )
@@ -214,43 +203,10 @@ class WorkerActuator:
                 STOP_REPLY_WAIT,
             )
             return StopAttempt(StopResult.UNANSWERED, idle, going_on=True)
-        return _stop_outcome(worker, call, idle)
+        return stop_outcome(worker, call, idle)
 
 
 def _retrieve(call: asyncio.Future[None]) -> None:
     """Mark the ended ``call``'s error as seen (asyncio logs one nobody looked at)."""
     if not call.cancelled():
         call.exception()
-
-
-def _stop_outcome(worker: str, call: asyncio.Future[None], idle: float | None) -> StopAttempt:
-    """What came of the ended stop ``call``: only a refusal (busy, or not permitted)
-    says it was not carried out; any other error is ``unanswered``."""
-    try:
-        call.result()
-    except StopRefused:
-        return StopAttempt(StopResult.REFUSED_BUSY, idle)
-    except RpcError as error:
-        if error.code in NOT_CARRIED_OUT:
-            return _failed(worker, "stop", error, idle)
-        return _unanswered(worker, error, idle)
-    except Exception as error:  # no status at all: the stop may have been carried out
-        return _unanswered(worker, error, idle)
-    return StopAttempt(StopResult.STOPPED, idle)
-
-
-def _unanswered(worker: str, error: BaseException, confirmed: float | None) -> StopAttempt:
-    """An ``unanswered`` stop, logged once (it is in no other record)."""
-    log.warning(
-        "worker %s: the stop got no answer saying what came of it (%s: %s); it counts as retiring",
-        worker,
-        type(error).__name__,
-        error,
-    )
-    return StopAttempt(StopResult.UNANSWERED, confirmed)
-
-
-def _failed(worker: str, step: str, error: Exception, confirmed: float | None) -> StopAttempt:
-    """A ``failed`` attempt, with the error logged once (it is in no other record)."""
-    log.warning("worker %s: %s failed: %s: %s", worker, step, type(error).__name__, error)
-    return StopAttempt(StopResult.FAILED, confirmed)
