@@ -10,12 +10,11 @@ series that disagree make the worker's reading conflicting.
 from __future__ import annotations
 
 from wool_idle.autoscaler.sources.exposition import ExporterSource, parse_exposition
+from wool_idle.autoscaler.sources.instant_vector import parse_alert_response, parse_query_responses
 from wool_idle.autoscaler.sources.prometheus import (
     PrometheusSource,
     age_query,
     alert_query,
-    parse_alert_response,
-    parse_query_responses,
     series_query,
 )
 from wool_idle.autoscaler.sources.selector import Selector
