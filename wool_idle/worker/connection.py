@@ -13,17 +13,11 @@ import cloudpickle
 import grpc
 
 from wool_idle.contract import DEFAULT_GRACE
-from wool_idle.exceptions import (
-    DispatchRejected,
-    MalformedReply,
-    TaskAborted,
-    TaskOutcomeLost,
-    TransientRpcError,
-    rpc_error,
-)
+from wool_idle.exceptions import rpc_error
 from wool_idle.proto import Request, Response, StopRequest, Void
 from wool_idle.worker.address import parse_address
 from wool_idle.worker.channels import ChannelKey, ChannelPool, pool
+from wool_idle.worker.dispatch_outcome import dispatch_error, task_outcome
 from wool_idle.worker.stubs import Stubs, decoded
 from wool_idle.worker.tls import ClientTls
 
@@ -195,10 +189,10 @@ class WorkerConnection:
                 async for reply in stream:
                     responses.append(decoded("dispatch", reply))
             except grpc.aio.AioRpcError as error:
-                raise _dispatch_error(error, responses) from error
+                raise dispatch_error(error, responses) from error
             finally:
                 stream.cancel()
-        result: T = _unwrap(responses)
+        result: T = task_outcome(responses)
         return result
 
     async def close(self) -> None:
@@ -207,50 +201,3 @@ class WorkerConnection:
         stubs, self._stubs = self._stubs, None
         if stubs is not None:
             await self._retire(stubs)
-
-
-def _dispatch_error(error: grpc.aio.AioRpcError, responses: list[Response]) -> Exception:
-    """Map a failed dispatch: after an Ack the task may have run, so never transient."""
-    code, details = error.code(), error.details() or ""
-    if responses and responses[0].WhichOneof("payload") == "ack":
-        return TaskOutcomeLost(
-            "dispatch", code, f"the worker accepted the task, then the call failed: {details}"
-        )
-    if not responses and code is grpc.StatusCode.CANCELLED:
-        # The worker closed before it accepted the task (a server that shuts
-        # down cancels calls it never handed to a handler): the task did not
-        # start, so this is as retryable as UNAVAILABLE.
-        return TransientRpcError(
-            "dispatch", code, f"worker closed before accepting the task: {details}"
-        )
-    return rpc_error("dispatch", error)
-
-
-def _unwrap(responses: list[Response]) -> Any:
-    """Turn a dispatch's responses into the task's result, or raise."""
-    kinds = [response.WhichOneof("payload") for response in responses]
-    if kinds == ["nack"]:
-        raise DispatchRejected(responses[0].nack.reason)
-    if kinds not in (["ack", "result"], ["ack", "exception"]):
-        raise MalformedReply("dispatch", f"replies out of order: {kinds}")
-    if kinds[1] == "result":
-        return _loads(responses[1].result)
-    error = _loads(responses[1].exception)
-    kind = type(error)  # isinstance would run the object's own __class__ lookup
-    if issubclass(kind, Exception):
-        raise error
-    if issubclass(kind, BaseException):
-        raise TaskAborted(error) from error
-    raise MalformedReply("dispatch", f"exception payload is a {kind.__name__}")
-
-
-def _loads(outcome: bytes) -> Any:
-    """Unpickle a task's result or exception. Unpickling runs the worker's code: a
-    ``BaseException`` that is not an ``Exception`` it raises (``sys.exit`` called by
-    a ``__reduce__``) comes as ``TaskAborted``, so it cannot end this process."""
-    try:
-        return cloudpickle.loads(outcome)
-    except Exception:
-        raise
-    except BaseException as error:  # an exit, raised by the outcome's own code
-        raise TaskAborted(error) from error

@@ -1,0 +1,73 @@
+"""What the replies of one dispatch mean to the client: the task's outcome.
+
+A dispatch is answered with ``nack`` (refused before it was tracked:
+``DispatchRejected``) or with ``ack`` then ``result`` or ``exception``; any
+other sequence is a ``MalformedReply``. A call that fails after the ``ack`` may
+have run the task, so its error is never transient (``TaskOutcomeLost``).
+Unpickling an outcome runs the worker's code: an exit it raises comes as
+``TaskAborted`` and cannot end this process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cloudpickle
+import grpc
+
+from wool_idle.exceptions import (
+    DispatchRejected,
+    MalformedReply,
+    TaskAborted,
+    TaskOutcomeLost,
+    TransientRpcError,
+    rpc_error,
+)
+from wool_idle.proto import Response
+
+
+def dispatch_error(error: grpc.aio.AioRpcError, responses: list[Response]) -> Exception:
+    """Map a failed dispatch: after an Ack the task may have run, so never transient."""
+    code, details = error.code(), error.details() or ""
+    if responses and responses[0].WhichOneof("payload") == "ack":
+        return TaskOutcomeLost(
+            "dispatch", code, f"the worker accepted the task, then the call failed: {details}"
+        )
+    if not responses and code is grpc.StatusCode.CANCELLED:
+        # The worker closed before it accepted the task (a server that shuts
+        # down cancels calls it never handed to a handler): the task did not
+        # start, so this is as retryable as UNAVAILABLE.
+        return TransientRpcError(
+            "dispatch", code, f"worker closed before accepting the task: {details}"
+        )
+    return rpc_error("dispatch", error)
+
+
+def task_outcome(responses: list[Response]) -> Any:
+    """Turn a dispatch's responses into the task's result, or raise."""
+    kinds = [response.WhichOneof("payload") for response in responses]
+    if kinds == ["nack"]:
+        raise DispatchRejected(responses[0].nack.reason)
+    if kinds not in (["ack", "result"], ["ack", "exception"]):
+        raise MalformedReply("dispatch", f"replies out of order: {kinds}")
+    if kinds[1] == "result":
+        return _loads(responses[1].result)
+    error = _loads(responses[1].exception)
+    kind = type(error)  # isinstance would run the object's own __class__ lookup
+    if issubclass(kind, Exception):
+        raise error
+    if issubclass(kind, BaseException):
+        raise TaskAborted(error) from error
+    raise MalformedReply("dispatch", f"exception payload is a {kind.__name__}")
+
+
+def _loads(outcome: bytes) -> Any:
+    """Unpickle a task's result or exception. Unpickling runs the worker's code: a
+    ``BaseException`` that is not an ``Exception`` it raises (``sys.exit`` called by
+    a ``__reduce__``) comes as ``TaskAborted``, so it cannot end this process."""
+    try:
+        return cloudpickle.loads(outcome)
+    except Exception:
+        raise
+    except BaseException as error:  # an exit, raised by the outcome's own code
+        raise TaskAborted(error) from error
