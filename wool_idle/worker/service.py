@@ -10,21 +10,24 @@ is refused with ``UNAVAILABLE`` before it starts.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Coroutine
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, TypeAlias
 
-import cloudpickle
 import grpc
 
-from wool_idle.exceptions import OutcomeTooLarge, TaskCancelled, safe_repr
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
-from wool_idle.worker.containment import TaskExit, contained
+from wool_idle.worker.containment import contained
 from wool_idle.worker.in_flight import InFlightTasks
+from wool_idle.worker.task_codec import (
+    bounded_response,
+    coroutine_of,
+    outcome_response,
+    refusal_nack,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +37,6 @@ Backpressure = Callable[["WorkerService"], bool]
 Context: TypeAlias = Any
 """``grpc.aio.ServicerContext``; grpcio ships no type information."""
 
-MAX_REASON_CHARS: Final = 1000
-"""The longest ``Nack`` reason sent: it quotes the caller's objects, whose reprs may be
-megabytes, and a reply over the client's receive limit would read as a transient error."""
 MAX_OUTCOME_BYTES: Final = 4 * 1024 * 1024
 """The largest result or exception message sent back: gRPC's default receive limit,
 which our client and wool's keep. A larger outcome is answered as ``OutcomeTooLarge``."""
@@ -159,8 +159,8 @@ class WorkerService:
             yield Response(nack=admitted)
             return
         yield Response(ack=Ack())
-        outcome = await _outcome(admitted, self._cancelled_by_stop)
-        yield _bounded(outcome, self.max_outcome_bytes)
+        outcome = await outcome_response(admitted, self._cancelled_by_stop)
+        yield bounded_response(outcome, self.max_outcome_bytes)
 
     def _admit(self, request: Request) -> asyncio.Task[Any] | Nack | grpc.StatusCode:
         """Start and track the task, or say why not. Synchronous on purpose."""
@@ -171,8 +171,8 @@ class WorkerService:
         try:
             uuid.UUID(request.task_id)
         except ValueError:
-            return _refusal(f"malformed task id {request.task_id!r}")
-        coroutine = _coroutine_of(request.task)
+            return refusal_nack(f"malformed task id {request.task_id!r}")
+        coroutine = coroutine_of(request.task)
         if isinstance(coroutine, Nack):
             return coroutine
         task = asyncio.ensure_future(contained(coroutine))
@@ -184,80 +184,3 @@ _REFUSALS: Final = {
     grpc.StatusCode.UNAVAILABLE: "worker is shutting down",
     grpc.StatusCode.RESOURCE_EXHAUSTED: "worker is at capacity",
 }
-
-
-def _refusal(reason: str) -> Nack:
-    """A ``Nack`` giving ``reason``, lone surrogates (a ``__repr__`` may return any str;
-    protobuf text must be UTF-8) escaped, then cut to ``MAX_REASON_CHARS``."""
-    reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(reason) > MAX_REASON_CHARS:
-        reason = reason[: MAX_REASON_CHARS - 3] + "..."
-    return Nack(reason=reason)
-
-
-def _coroutine_of(task: bytes) -> Coroutine[Any, Any, Any] | Nack:
-    """The coroutine the pickled ``task`` asks for, or a ``Nack`` saying why not.
-
-    Unpickling, calling and checking what the call returned run the caller's
-    code: whatever it raises, an exit included, refuses this task only (a
-    ``Nack``: the task never started).
-    """
-    try:
-        function, args, kwargs = cloudpickle.loads(task)
-    except BaseException as error:  # the caller's code: whatever it raises, exits too
-        return _refusal(f"undecodable task: {safe_repr(error)}")
-    try:
-        if not inspect.iscoroutinefunction(function):
-            return _refusal(f"{safe_repr(function)} is not a coroutine function")
-        coroutine = function(*args, **kwargs)
-        if not asyncio.iscoroutine(coroutine):  # its type check runs its code too
-            return _refusal(f"{safe_repr(function)} returned no coroutine")
-    except BaseException as error:  # arguments that do not fit, or a hostile callable
-        return _refusal(f"cannot call {safe_repr(function)}: {safe_repr(error)}")
-    return coroutine
-
-
-async def _outcome(
-    task: asyncio.Task[Any], cancelled_by_stop: Collection[asyncio.Future[Any]]
-) -> Response:
-    """Wait for ``task`` (cancelling it if the caller goes away) and wrap its outcome:
-    ``TaskCancelled`` if a stop cancelled it, a ``CancelledError`` (the task's own
-    failure) if it ended cancelled otherwise (it awaited something cancelled)."""
-    try:
-        await asyncio.wait([task])
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if task.cancelled():
-        if task in cancelled_by_stop:
-            cancelled: BaseException = TaskCancelled("task cancelled by worker shutdown")
-        else:
-            cancelled = asyncio.CancelledError("the task ended cancelled; no stop cancelled it")
-        return Response(exception=_pickle(cancelled))
-    error = task.exception()
-    if type(error) is TaskExit:  # isinstance would run the exception's __class__ lookup
-        error = error.exit
-    if error is not None:
-        return Response(exception=_pickle(error))
-    try:
-        return Response(result=cloudpickle.dumps(task.result()))
-    except BaseException as pickling_error:  # a result's __reduce__ may even exit
-        return Response(exception=_pickle(pickling_error))
-
-
-def _bounded(response: Response, limit: int) -> Response:
-    """``response``, or an ``OutcomeTooLarge`` in its place if it exceeds ``limit`` bytes."""
-    size = response.ByteSize()
-    if size <= limit:
-        return response
-    what = response.WhichOneof("payload") or "outcome"
-    return Response(exception=_pickle(OutcomeTooLarge(what, size, limit)))
-
-
-def _pickle(error: BaseException) -> bytes:
-    """Pickle ``error``, or a ``RuntimeError`` describing it if it does not pickle
-    (whatever pickling it raises, an exit included)."""
-    try:
-        return bytes(cloudpickle.dumps(error))
-    except BaseException:  # an exception's __reduce__ may even exit
-        return bytes(cloudpickle.dumps(RuntimeError(safe_repr(error))))
