@@ -18,7 +18,7 @@ from wool_idle.exporter.app import ExporterSettings
 from wool_idle.exporter.settings import DaemonSettings as ExporterDaemonSettings
 from wool_idle.logs import LogSettings
 from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_LISTEN
-from wool_idle.worker.cli import IDLE_TIMEOUT
+from wool_idle.worker.client_cli import IDLE_TIMEOUT
 
 SUBCOMMANDS = ["worker", "idle", "stop", "exporter", "autoscaler", "demo"]
 
