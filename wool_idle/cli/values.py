@@ -2,8 +2,9 @@
 raises ``ValueError`` saying why; the command line and the environment call
 the very same function, so one text is accepted or refused alike from both.
 
-- Durations: seconds (``1.5``) or Prometheus-style (``30s``, ``5m``, ``1h30m``,
-  ``500ms``; units from the largest down, each once), at most ``MAX_DURATION``.
+- Durations (``durations``): seconds (``1.5``) or Prometheus-style (``30s``,
+  ``5m``, ``1h30m``, ``500ms``; units from the largest down, each once), at
+  most ``MAX_DURATION``.
 - Booleans (environment only; on the command line a switch takes no value):
   one of ``TRUE_WORDS`` or ``FALSE_WORDS``, any case, surrounding blanks
   ignored. Anything else, the empty text included, is refused.
@@ -14,14 +15,13 @@ the very same function, so one text is accepted or refused alike from both.
 from __future__ import annotations
 
 import ipaddress
-import itertools
-import re
 import ssl
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from wool_idle.cli.durations import format_duration, parse_duration, parse_grace, positive_duration
 from wool_idle.contract import LABEL_NAME
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
@@ -30,31 +30,8 @@ from wool_idle.worker.address import CONTROL_CHARACTER, parse_address
 
 T = TypeVar("T")
 
-MAX_DURATION: Final = 10 * 365 * 86400.0
-"""Ten years: the longest duration any flag takes. gRPC deadlines overflow
-(int64 nanoseconds since 1970) about 230 years from now; nothing here needs
-more than hours."""
-FOREVER: Final = -1.0
-"""The grace ``forever`` stands for: drain without limit."""
-LEAST_GRACE: Final = 0.001
-"""The shortest grace but 0, in seconds."""
 TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
-
-_NUMBER: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d|w|y)")
-_UNIT_SECONDS: Final = {
-    "y": 31536000.0,
-    "w": 604800.0,
-    "d": 86400.0,
-    "h": 3600.0,
-    "m": 60.0,
-    "s": 1.0,
-    "ms": 0.001,
-}
-_UNITS: Final = tuple(_UNIT_SECONDS)
-"""The units from the largest down: a duration names each at most once, in this
-order (``1h30m``; Prometheus refuses ``1h1h`` and ``30m1h``)."""
 
 
 @dataclass(frozen=True)
@@ -64,61 +41,6 @@ class Value(Generic[T]):
     metavar: str
     parse: Callable[[str], T]
     show: Callable[[Any], str] = str
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``text``; ``ValueError`` unless it is a duration in 0..``MAX_DURATION``."""
-    stripped = text.strip()
-    if stripped.startswith("-"):
-        raise ValueError(f"invalid duration {text!r}: must be >= 0")
-    if _NUMBER.fullmatch(stripped):
-        seconds = float(stripped)
-    elif stripped and not _DURATION_PART.sub("", stripped):
-        parts = _DURATION_PART.findall(stripped)
-        ranks = [_UNITS.index(unit) for _, unit in parts]
-        if any(earlier >= later for earlier, later in itertools.pairwise(ranks)):
-            raise ValueError(
-                f"invalid duration {text!r}: units go from the largest down, each at most once"
-            )
-        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
-    else:
-        raise ValueError(f"invalid duration {text!r} (use seconds or e.g. 30s, 5m, 1h30m)")
-    if seconds > MAX_DURATION:
-        raise ValueError(f"invalid duration {text!r}: longer than the maximum of 10y")
-    return seconds
-
-
-def format_duration(seconds: float) -> str:
-    """``seconds`` the way a flag takes it: ``30s``, ``5m``, ``1h30m``, ``500ms``."""
-    if seconds == FOREVER:
-        return "forever"
-    if seconds == 0:
-        return "0s"
-    text, rest = "", round(seconds * 1000)
-    for unit in ("h", "m", "s", "ms"):
-        size = round(_UNIT_SECONDS[unit] * 1000)
-        if rest >= size:
-            text += f"{rest // size}{unit}"
-            rest %= size
-    return text or f"{seconds:g}s"
-
-
-def _positive_duration(text: str) -> float:
-    seconds = parse_duration(text)
-    if seconds == 0:
-        raise ValueError(f"invalid duration {text!r}: must be greater than 0")
-    return seconds
-
-
-def _grace(text: str) -> float:
-    """``forever``, 0, or a duration of at least ``LEAST_GRACE`` (a stop carries its grace
-    as a 32-bit float, and a tinier one would reach the worker as 0: cancel at once)."""
-    if text.strip().lower() == "forever":
-        return FOREVER
-    seconds = parse_duration(text)
-    if 0 < seconds < LEAST_GRACE:
-        raise ValueError(f"invalid grace {text!r}: 0, or at least 1ms")
-    return seconds
 
 
 def parse_bool(text: str) -> bool:
@@ -250,9 +172,9 @@ def whole_number(minimum: int) -> Value[int]:
 
 DURATION: Final = Value("DURATION", parse_duration, format_duration)
 """A duration >= 0."""
-POSITIVE_DURATION: Final = Value("DURATION", _positive_duration, format_duration)
+POSITIVE_DURATION: Final = Value("DURATION", positive_duration, format_duration)
 """A duration > 0."""
-GRACE: Final = Value("DURATION", _grace, format_duration)
+GRACE: Final = Value("DURATION", parse_grace, format_duration)
 """0, a duration of at least 1ms, or ``forever`` (``FOREVER``: drain without limit)."""
 ADDRESS: Final = Value("ADDRESS", parse_address)
 """A worker address: ``host:port``, ``[v6]:port`` or ``unix:/path``."""
