@@ -20,13 +20,8 @@ import wool
 from support.wool_pools import WoolFleet, unique_namespace
 from wool.runtime.discovery.local import _short_hash
 
-from wool_idle.discovery.drop import (
-    Dropper,
-    DropResult,
-    notify_path,
-    read_records,
-    wake_subscribers,
-)
+from wool_idle.discovery.drop import Dropper, DropResult, read_records
+from wool_idle.discovery.namespace_files import notify_path
 
 pytestmark = pytest.mark.e2e
 
@@ -339,31 +334,6 @@ class TestDropper:
         assert result is DropResult.PUBLISHED
         assert victim.read_text() == "keep me\n"
         assert "cannot wake its subscribers" in caplog.text
-
-
-class TestWakeSubscribers:
-    def test_wake_truncates_a_regular_notify_file(self, tmp_path) -> None:
-        """Given wool's notify file, when subscribers are woken, then it is truncated."""
-        # Arrange
-        notify = tmp_path / "notify"
-        notify.write_text("x")
-        # Act
-        wake_subscribers(notify)
-        # Assert
-        assert notify.read_text() == ""
-
-    def test_wake_refuses_a_file_with_a_second_link(self, tmp_path) -> None:
-        """Given a notify file hard-linked to another name, when subscribers are woken,
-        then OSError and both names keep the content."""
-        # Arrange
-        other = tmp_path / "other"
-        other.write_text("keep me")
-        notify = tmp_path / "notify"
-        os.link(other, notify)
-        # Act / Assert
-        with pytest.raises(OSError, match="one link"):
-            wake_subscribers(notify)
-        assert other.read_text() == "keep me"
 
 
 HOLD_LOCK = """

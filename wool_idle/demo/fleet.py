@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from wool_idle.demo.settings import COLD, HOT
-from wool_idle.discovery.drop import notify_path
+from wool_idle.discovery.namespace_files import notify_path
 from wool_idle.discovery.local import segment_name
 from wool_idle.worker.process import kill_and_reap, spawn_ready
 
