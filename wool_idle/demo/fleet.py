@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Final
 
 from wool_idle.demo.settings import COLD, HOT
-from wool_idle.discovery.namespace_files import notify_path
 from wool_idle.discovery.local import segment_name
+from wool_idle.discovery.namespace_files import notify_path
 from wool_idle.worker.process import kill_and_reap, spawn_ready
 
 POOLS: Final = "wool_idle.demo.pools"
