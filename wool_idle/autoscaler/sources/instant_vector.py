@@ -3,9 +3,11 @@
 A body is an instant vector (``status`` success, ``resultType`` vector, a list
 of samples with a ``metric`` object and a two-item ``value``) or a
 ``SourceError`` that says why not (for a failed query, what the body says about
-itself). Every sample the readings need must carry a string ``worker`` label
-(and, among the policy's series, a string ``__name__``); a sample value that is
-not a numeric string is no value. Pure: no I/O, nothing kept between calls.
+itself). A values sample needs a string ``__name__`` and, in one of the
+policy's series, a string ``worker`` label; an age sample needs a string
+``worker`` label; an alert sample without a ``worker`` label names no one. A
+sample value that is not a numeric string is no value. Pure: no I/O, nothing
+kept between calls.
 """
 
 from __future__ import annotations
