@@ -135,6 +135,37 @@ class TestFollower:
                 assert addresses(each) == {"127.0.0.1:5002"}
                 assert each.up
 
+    async def test_run_replaced_namespaces_keep_no_bad_records_of_old_ones(
+        self, namespace: str
+    ) -> None:
+        """Given a followed namespace whose owner is replaced again and again, each time
+        with two records whose address is not a worker address (new uids: the old
+        namespace's never come back, and no drop of them is ever published), when each
+        new namespace has been followed, then the skipped records remembered are at
+        most those of the namespace followed now: none of an old one is kept for good."""
+        # Arrange
+        rounds, bad_per_round = 5, 2
+        remembered = []
+        async with running(local(namespace)) as each:
+            # Act
+            for round_ in range(rounds):
+                owner = LocalDiscovery(namespace)
+                owner.__enter__()
+                try:
+                    async with publishing(namespace) as publish:
+                        for _ in range(bad_per_round):
+                            await publish.add(f"bad address {round_}")
+                        good = f"127.0.0.1:{5001 + round_}"
+                        await publish.add(good)
+                        await settled(lambda: each.up and addresses(each) == {good})  # noqa: B023
+                        await asyncio.sleep(3 * POLL)  # past the settle time of an attach
+                        remembered.append(len(each._rejected))
+                finally:
+                    owner.__exit__(None, None, None)
+        # Assert
+        assert each.errors[FollowProblem.INVALID_ADDRESS] == rounds * bad_per_round
+        assert max(remembered) <= bad_per_round
+
     async def test_run_unreadable_segment_path_is_failed_not_fatal(self, namespace: str) -> None:
         """Given a followed namespace, when its owner leaves and a symlink loop is planted
         where its segment was (/dev/shm is writable by every user), then the follower

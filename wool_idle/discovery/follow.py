@@ -174,9 +174,12 @@ class Follower:
         log.warning("wool discovery %s: skipping %s", self, error)
 
     def _settled(self, seen: set[str]) -> None:
-        """The subscription has announced every live worker: drop the others."""
+        """The subscription has announced every live worker: drop the others, and the
+        skipped records it did not announce (gone while detached: no drop of them comes)."""
         for uid in [uid for uid in self._records if uid not in seen]:
             self._forget(uid)
+        for uid in [uid for uid in self._rejected if uid not in seen]:
+            del self._rejected[uid]
         self._working()
 
     def _working(self) -> None:
