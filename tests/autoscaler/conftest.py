@@ -19,6 +19,7 @@ from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import ExporterSource, Source
+from wool_idle.autoscaler.state_file import StateFile
 from wool_idle.discovery.drop import Dropper
 from wool_idle.proto import StopRequest, Void
 
@@ -59,6 +60,7 @@ async def make_autoscaler():
         before_stop=None,
         source: Source | None = None,
         dropper: Dropper | None = None,
+        state_file: StateFile | None = None,
         **rule,
     ) -> Autoscaler:
         session = aiohttp.ClientSession()
@@ -72,6 +74,7 @@ async def make_autoscaler():
             metrics=AutoscalerMetrics(registry, group_by=policy.group_by),
             before_stop=before_stop,
             dropper=dropper,
+            state_file=state_file,
         )
         autoscaler.registry = registry
         return autoscaler

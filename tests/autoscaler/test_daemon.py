@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
+from wool_idle.autoscaler.state_file import Marks, StateFile
 from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery import drop as drop_module
@@ -735,7 +737,8 @@ class TestRetirement:
         await autoscaler._lock.acquire()  # a cycle under way
         ended = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
         # Act
-        late = asyncio.ensure_future(autoscaler._stop_ended(ended, StopResult.UNANSWERED))
+        ending = autoscaler.bookkeeping.stop_ended(ended, StopResult.UNANSWERED)
+        late = asyncio.ensure_future(ending)
         await asyncio.sleep(0.1)
         during = dict(autoscaler.planner.state.retiring)
         autoscaler._lock.release()
@@ -752,10 +755,10 @@ class TestRetirement:
         # Arrange
         autoscaler = make_autoscaler("http://127.0.0.1:1/metrics", max_idle=60.0)
         decision = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
-        await autoscaler._settle(decision, StopAttempt(StopResult.UNANSWERED, 900.0))
+        await autoscaler.bookkeeping.settle(decision, StopAttempt(StopResult.UNANSWERED, 900.0))
         marked = retired(autoscaler, "127.0.0.1:7")
         # Act
-        await autoscaler._stop_ended(decision, StopResult.REFUSED_BUSY)
+        await autoscaler.bookkeeping.stop_ended(decision, StopResult.REFUSED_BUSY)
         # Assert
         state = autoscaler.planner.state
         assert marked is not None and retired(autoscaler, "127.0.0.1:7") is None
@@ -785,13 +788,13 @@ class TestRetirement:
                 draining = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
                 await autoscaler._before_stop(draining.worker)
                 going_on = StopAttempt(StopResult.UNANSWERED, 900.0, going_on=True)
-                await autoscaler._settle(draining, going_on)
+                await autoscaler.bookkeeping.settle(draining, going_on)
                 for port in (8, 9, 10):
                     other = Decision(f"127.0.0.1:{port}", 900.0, Verdict.STOP)
                     await autoscaler._before_stop(other.worker)
-                    await autoscaler._settle(other, ended)
+                    await autoscaler.bookkeeping.settle(other, ended)
                 # Act
-                await autoscaler._stop_ended(draining, StopResult.STOPPED)
+                await autoscaler.bookkeeping.stop_ended(draining, StopResult.STOPPED)
                 # Assert
                 assert value(autoscaler, "wool_autoscaler_drops_total", result="published") == 1
                 assert read_records(namespace) == []
@@ -823,3 +826,125 @@ class TestRetirement:
             )
             == 0
         )
+
+
+def idle_readings(*workers) -> list[Reading]:
+    """Fresh readings of ``workers``, idle 900 s, 899 s, ... (the first longest)."""
+    return [Reading(w.address, 900.0 - i) for i, w in enumerate(workers)]
+
+
+class TestStateFile:
+    async def test_restart_counts_the_stops_of_the_earlier_process_retiring(
+        self, make_autoscaler, scripted, tmp_path: Path
+    ) -> None:
+        """Given three idle workers that go on answering after their stop (draining, or
+        a source serving old samples), a floor of 2, and an autoscaler that stopped the
+        first, when a new autoscaler on the same state file runs a cycle over the same
+        readings, then the first counts as retiring (gone for the floor) and no other
+        worker is stopped: two stay."""
+        # Arrange
+        workers = [await scripted(seconds=900.0) for _ in range(3)]
+        source = ScriptedSource()
+        source.readings = idle_readings(*workers)
+        path = tmp_path / "state.json"
+        StateFile(path).save(Marks())  # not a first start: a first start holds every stop
+        rule = {"max_idle": 60.0, "min_workers": 2, "source": source}
+        earlier = make_autoscaler("", state_file=StateFile(path), **rule)
+        await earlier.once()
+        restarted = make_autoscaler("", state_file=StateFile(path), **rule)
+        # Act
+        await restarted.once()
+        # Assert
+        assert [len(w.stop_requests) for w in workers] == [1, 0, 0]
+        assert workers[0].address in restarted.planner.state.retiring
+        assert {r.worker: r.verdict for r in restarted.records} == {
+            workers[1].address: Verdict.MIN_WORKERS,
+            workers[2].address: Verdict.MIN_WORKERS,
+        }
+
+    async def test_stop_is_written_down_before_it_is_sent(
+        self, make_autoscaler, scripted, tmp_path: Path
+    ) -> None:
+        """Given an idle worker and a state file, when a cycle stops it, then right
+        before the stop is sent the file already names it retiring (a crash between
+        leaves it retiring), and after, the file still does."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        source = ScriptedSource()
+        source.readings = idle_readings(worker)
+        state = StateFile(tmp_path / "state.json")
+        state.save(Marks())
+        on_disk = []
+
+        async def read_file(address: str) -> None:
+            on_disk.append(set(state.load().retiring))
+
+        autoscaler = make_autoscaler(
+            "",
+            source=source,
+            state_file=state,
+            max_idle=60.0,
+            min_workers=0,
+            before_stop=read_file,
+        )
+        # Act
+        await autoscaler.once()
+        # Assert
+        assert len(worker.stop_requests) == 1
+        assert on_disk == [{worker.address}]
+        assert set(state.load().retiring) == {worker.address}
+
+    async def test_stop_not_written_down_is_not_sent(
+        self, make_autoscaler, scripted, tmp_path: Path
+    ) -> None:
+        """Given an idle worker and a state file whose directory is gone after start,
+        when a cycle would stop the worker, then no stop is sent (it could not be written
+        down first): the attempt failed, the worker cools down, the failed write is
+        counted, and the cycle ends normally."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        source = ScriptedSource()
+        source.readings = idle_readings(worker)
+        directory = tmp_path / "state"
+        directory.mkdir()
+        state = StateFile(directory / "state.json")
+        state.save(Marks())
+        autoscaler = make_autoscaler(
+            "", source=source, state_file=state, max_idle=60.0, min_workers=0
+        )
+        autoscaler.memory.recall()
+        shutil.rmtree(directory)
+        # Act
+        ok = await autoscaler.cycle()
+        # Assert
+        assert ok
+        assert worker.stop_requests == []
+        assert [r.result for r in autoscaler.records] == [StopResult.FAILED]
+        assert worker.address in autoscaler.planner.state.cooldown_until
+        assert value(autoscaler, "wool_autoscaler_state_write_errors_total") >= 1
+
+    @pytest.mark.parametrize("content", [None, "{not json", '{"version": 1}'])
+    async def test_missing_or_unreadable_state_file_holds_every_stop(
+        self, make_autoscaler, scripted, tmp_path: Path, content: str | None, caplog
+    ) -> None:
+        """Given an idle worker and a state file that is missing or malformed, when a
+        cycle runs, then no stop is sent (the earlier process's stops are unknown): the
+        worker is held as min_age, the reason is logged, and the file is written anew."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        source = ScriptedSource()
+        source.readings = idle_readings(worker)
+        path = tmp_path / "state.json"
+        if content is not None:
+            path.write_text(content)
+        autoscaler = make_autoscaler(
+            "", source=source, state_file=StateFile(path), max_idle=60.0, min_workers=0
+        )
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            await autoscaler.once()
+        # Assert
+        assert worker.stop_requests == []
+        assert [r.verdict for r in autoscaler.records] == [Verdict.MIN_AGE]
+        assert "none is sent for 300s" in caplog.text
+        assert StateFile(path).load() == Marks()

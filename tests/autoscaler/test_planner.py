@@ -11,10 +11,11 @@ import pytest
 from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.state_file import Marks
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 RULE = PolicySettings(max_idle=60.0, min_workers=0)
-A, B = "127.0.0.1:1", "127.0.0.2:1"
+A, B, C = "127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"
 
 
 class TestPolicyPlanner:
@@ -228,3 +229,63 @@ class TestPolicyPlanner:
         assert first == 1
         assert caplog.text.count("--group-by wool_tag:") == 2
         assert "--group-by pool" not in caplog.text
+
+
+SHIFT = 1_800_000_000.0
+"""Unix time minus monotonic time, in these tests."""
+
+
+class TestPlannerMarks:
+    async def test_restore_marks_of_an_earlier_process(self) -> None:
+        """Given the marks an earlier planner wrote (A stopped, B refused and cooling
+        down), when a new planner restores them 10 s later and plans with a floor of 2,
+        then A is retiring and counts as gone for the floor (C, idle, is held by it: B
+        and C are the two left), and B cools down."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=2)
+        earlier = PolicyPlanner(rule)
+        await earlier.plan([Reading(A, 500.0), Reading(B, 400.0)], 0.0)
+        earlier.record(A, StopResult.STOPPED, 0.0)
+        earlier.record(B, StopResult.REFUSED_BUSY, 0.0)
+        marks = earlier.marks(SHIFT)
+        planner = PolicyPlanner(rule)
+        # Act
+        planner.restore(marks, SHIFT - 50.0, clock=SHIFT + 10.0)  # monotonic now: 60.0
+        plan = await planner.plan([Reading(A, 510.0), Reading(B, 410.0), Reading(C, 300.0)], 60.0)
+        # Assert
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            A: Verdict.RETIRING,
+            B: Verdict.COOLDOWN,
+            C: Verdict.MIN_WORKERS,
+        }
+        assert planner.marks(SHIFT - 50.0) == marks
+
+    async def test_restore_marks_from_the_future_count_from_now(self) -> None:
+        """Given marks written after this host's clock now says (it was set back an
+        hour), when restored, then a stop counts from now (retiring for the whole
+        retiring time, not past it) and a cooldown ends within the cooldown from now."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, cooldown=300.0)
+        future = SHIFT + 3600.0
+        planner = PolicyPlanner(rule)
+        # Act
+        planner.restore(
+            Marks(retiring={A: future}, cooldown_until={B: future + 10**6}), SHIFT, clock=SHIFT
+        )
+        # Assert
+        assert planner.state.retiring == {A: 0.0}
+        assert planner.state.cooldown_until == {B: 300.0}
+
+    async def test_hold_stops_no_one_for_the_retiring_time(self) -> None:
+        """Given a planner held at 0 (an earlier process's stops are unknown), when an
+        idle worker is planned before the retiring time has passed, then it is held as
+        min_age; once it has passed, it is a stop."""
+        # Arrange
+        planner = PolicyPlanner(RULE)
+        planner.hold(0.0)
+        # Act
+        held = [await planner.plan([Reading(A, 500.0)], t) for t in (1.0, RULE.retiring_for - 1)]
+        after = await planner.plan([Reading(A, 500.0)], RULE.retiring_for)
+        # Assert
+        assert [p.decisions[0].verdict for p in held] == [Verdict.MIN_AGE] * 2
+        assert [d.worker for d in after.stops] == [A]

@@ -5,24 +5,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
-import signal
+import os
 from typing import Final
 
-from wool_idle.autoscaler.app import create_app
-from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
-from wool_idle.autoscaler.metrics import AutoscalerMetrics
-from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.daemon import ActionSettings
+from wool_idle.autoscaler.policy import PolicySettings
+from wool_idle.autoscaler.process import local_namespaces, run_daemon
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
-from wool_idle.autoscaler.sources import Selector, Source
+from wool_idle.autoscaler.sources import Selector
+from wool_idle.autoscaler.state_file import StateFile, StateFileError
 from wool_idle.cli.http_flags import add_http_client_flags, http_client_config
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
 from wool_idle.cli.parser import Parser, help_from_docstring, settings_from
-from wool_idle.cli.serve import serve_until_signal
 from wool_idle.cli.tls_flags import add_client_tls_flags, client_tls
 from wool_idle.cli.values import (
     DISCOVERY,
     DURATION,
+    FILE,
     GRACE,
     LABEL,
     POSITIVE_DURATION,
@@ -32,19 +31,9 @@ from wool_idle.cli.values import (
     whole_number,
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
-from wool_idle.contract import RETIRED_TIMESTAMP
-from wool_idle.discovery.drop import Dropper
 from wool_idle.discovery.follow import WoolMissing, require_wool
-from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.client_config import HttpClientConfig
-from wool_idle.web.client_session import http_session
-from wool_idle.web.live_config import LiveWebConfig
-from wool_idle.web.metrics import process_registry, register_build_info
-from wool_idle.web.site import serve_app
 
-log = logging.getLogger("wool_idle.autoscaler")
-
-EXIT_SOURCE_FAILED: Final = 1
 SELECTOR: Final = Value("LABEL=VALUE", Selector.parse, str)
 """A label matcher: ``label=value``, ``label!=value``, ``label=~regex``, ``label!~regex``."""
 
@@ -118,6 +107,13 @@ def register(root: Parser) -> None:
     cycles = parser.section("cycles")
     cycles.add("--interval", POSITIVE_DURATION, "time between cycles")
     cycles.add("--once", None, "run one cycle and exit (1 if the source failed)")
+    cycles.add(
+        "--state-file",
+        FILE,
+        "remember the stops sent in this file across restarts (a worker still draining "
+        "then never counts alive again); missing or unreadable at start, no stop is sent "
+        "until every earlier one is over (5 minutes at the defaults)",
+    )
     add_web_flags(parser)
     add_log_flags(parser)
     parser.set_defaults(func=run, parser=parser)
@@ -135,17 +131,32 @@ def run(args: argparse.Namespace) -> int:
         parser.error(f"argument --group-by: a label named twice in {','.join(args.group_by)}")
     policy = settings_from(args, PolicySettings)
     daemon = settings_from(args, DaemonSettings)
-    if _local_namespaces(daemon.wool_discovery):
+    if local_namespaces(daemon.wool_discovery):
         try:
             require_wool()
         except WoolMissing as error:
             parser.error(f"argument --wool-discovery: {error}")
+    state_file = _state_file(parser, daemon.state_file)
     configure_logging(args)
-    return asyncio.run(_main(daemon, source, http, policy, action, web))
+    return asyncio.run(run_daemon(daemon, source, http, policy, action, web, state_file))
 
 
-def _local_namespaces(specs: tuple[DiscoverySpec, ...]) -> list[str]:
-    return [s.namespace for s in specs if s.kind is DiscoveryKind.LOCAL]
+def _state_file(parser: Parser, path: str | None) -> StateFile | None:
+    """The ``--state-file``, locked for this process; exits 2 if its directory is
+    missing or not writable, it is a directory, or another process holds it."""
+    if path is None:
+        return None
+    state_file = StateFile(path)
+    directory = state_file.path.parent
+    if not directory.is_dir() or not os.access(directory, os.W_OK | os.X_OK):
+        parser.error(f"argument --state-file: {directory} is not a writable directory")
+    if state_file.path.is_dir():
+        parser.error(f"argument --state-file: {path} is a directory")
+    try:
+        state_file.lock()
+    except StateFileError as error:
+        parser.error(f"argument --state-file: {error}")
+    return state_file
 
 
 def _source_and_client(
@@ -160,93 +171,3 @@ def _source_and_client(
         return dataclasses.replace(source, prometheus_url=url), http
     url, http = http_client_config(parser, args, source.metrics_url, url_flag="--metrics-url")
     return dataclasses.replace(source, metrics_url=url), http
-
-
-class FirstRead:
-    """A source that remembers whether a read has succeeded yet (readiness)."""
-
-    def __init__(self, source: Source) -> None:
-        self.source = source
-        self.description = source.description
-        self.succeeded = False
-
-    async def read(self) -> list[Reading]:
-        readings = await self.source.read()
-        self.succeeded = True
-        return readings
-
-    def not_ready(self) -> str | None:
-        """None once a read has succeeded, else why the autoscaler is not ready."""
-        return None if self.succeeded else "no successful read of the source yet"
-
-
-def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
-    """The drops to publish; LAN namespaces are logged as having none."""
-    for spec in specs:
-        if spec.kind is DiscoveryKind.LAN:
-            log.info(
-                "%s: LAN discovery has no drop from another process; stopped workers are "
-                "shown by %s only",
-                spec,
-                RETIRED_TIMESTAMP,
-            )
-    namespaces = _local_namespaces(specs)
-    return Dropper(namespaces) if namespaces else None
-
-
-async def _main(
-    daemon: DaemonSettings,
-    source: SourceSettings,
-    http: HttpClientConfig,
-    policy: PolicySettings,
-    action: ActionSettings,
-    web: LiveWebConfig | None,
-) -> int:
-    registry = process_registry()
-    register_build_info(registry)
-    origin = source.prometheus_url or source.metrics_url
-    async with http_session(http, origin=origin) as session:
-        watched = FirstRead(source.reader(session, policy.group_by, policy.max_staleness))
-        autoscaler = Autoscaler(
-            source=watched,
-            policy=policy,
-            action=action,
-            metrics=AutoscalerMetrics(registry, group_by=policy.group_by),
-            dropper=_dropper(daemon.wool_discovery),
-        )
-        if daemon.once:
-            return await _once(autoscaler)
-        log.info(
-            "autoscaler reading %s, max idle %.1fs%s",
-            watched.description,
-            policy.max_idle,
-            " (dry run)" if policy.dry_run else "",
-        )
-        app = create_app(autoscaler, registry, watched.not_ready)
-        return await serve_until_signal(
-            "autoscaler",
-            serve_app(app, daemon.web_listen_address, web, path="/metrics"),
-            lambda: autoscaler.run(daemon.interval),
-            stop=autoscaler.stopping.set,
-        )
-
-
-async def _once(autoscaler: Autoscaler) -> int:
-    """``--once``: one cycle, 0, or ``EXIT_SOURCE_FAILED`` if the source failed.
-    SIGTERM and SIGINT during it start no more stops and let those sent end (up to
-    their deadline), as the daemon's do: a wool worker whose stop call is cut never
-    exits."""
-    loop = asyncio.get_running_loop()
-
-    def leave() -> None:
-        log.info("autoscaler --once: signalled, sending no more stops; those sent may end")
-        autoscaler.stopping.set()
-
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for signum in signals:
-        loop.add_signal_handler(signum, leave)
-    try:
-        return 0 if await autoscaler.once() else EXIT_SOURCE_FAILED
-    finally:
-        for signum in signals:
-            loop.remove_signal_handler(signum)

@@ -4,19 +4,14 @@ A cycle reads the source (a ``SourceError`` stops no one), asks the planner
 for every worker's decision, counts and logs them, then hands the planned
 stops to the actuator, up to ``RETIRING_AT_ONCE`` at a time (a worker that
 does not answer costs its own timeouts, not those of every stop after it),
-and tells the planner what came of each as it comes (a failure to record or
-publish one is logged and touches no other). Once shutdown is asked for, no
+and keeps the books of each as it comes (``bookkeeping``: a failure to record
+or publish one is logged and touches no other). Once shutdown is asked for, no
 planned stop starts its confirmation; those under way finish, and the daemon
 leaves once the stops still going on (workers draining) ended, or after
-``exit_wait``. A stop that ended after the cycle gave up waiting is learnt
-then: stopped or unanswered, its worker is retiring and retired afresh (and,
-stopped, its drop is published); refused after all, it is neither.
-A worker stopped, or whose stop got no answer (it may be draining), is
-marked retired (``retired``); a worker stopped has, given a
-``dropper``, its drop published in wool's discovery (of a record noted right
-before its stop was sent, never of a worker published since); a drop that fails is
-counted and logged, never undoes the stop. The daemon only orchestrates: the
-policy selects, the actuator confirms and stops.
+``exit_wait``; a stop that ended after the cycle gave up waiting is learnt then.
+Given a ``state_file``, the planner's marks outlive the process (``memory``).
+The daemon only orchestrates: the policy selects, the actuator confirms and
+stops.
 """
 
 from __future__ import annotations
@@ -38,11 +33,14 @@ from wool_idle.autoscaler.actuator import (
     StopAttempt,
     WorkerActuator,
 )
+from wool_idle.autoscaler.bookkeeping import StopBookkeeping
 from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
+from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner, PolicyPlanner
-from wool_idle.autoscaler.policy import Decision, Plan, PolicySettings, Reading, retiring_time
+from wool_idle.autoscaler.policy import Decision, PolicySettings, retiring_time
 from wool_idle.autoscaler.sources import Source, SourceError
+from wool_idle.autoscaler.state_file import StateFile
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import stop_deadline
 from wool_idle.discovery.drop import Dropper
@@ -80,29 +78,43 @@ class Autoscaler:
     metrics: AutoscalerMetrics
     before_stop: BeforeStop | None = None
     dropper: Dropper | None = None
+    state_file: StateFile | None = None
     records: deque[Record] = field(default_factory=lambda: deque(maxlen=DECISION_LOG_SIZE))
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     planner: Planner = field(init=False)
     actuator: Actuator = field(init=False)
+    memory: StopMemory | None = field(init=False)
+    bookkeeping: StopBookkeeping = field(init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         retiring_for = retiring_time(self.action.grace, max_staleness=self.policy.max_staleness)
         rule = replace(self.policy, retiring_for=retiring_for)
-        self.planner = PolicyPlanner(rule)
+        self.planner = planner = PolicyPlanner(rule)
+        self.memory = None
+        if self.state_file is not None:
+            self.memory = StopMemory(self.state_file, planner, self.metrics.state_write_errors)
+        self.bookkeeping = StopBookkeeping(
+            planner,
+            self.metrics,
+            self.records,
+            self.policy.group_by,
+            self._lock,
+            self.memory,
+            self.dropper,
+        )
         self.actuator = WorkerActuator(
             self.action,
             max_idle=self.policy.max_idle,
             dry_run=self.policy.dry_run,
             before_stop=self._before_stop,
-            stop_ended=self._stop_ended,
+            stop_ended=self.bookkeeping.stop_ended,
         )
 
     async def _before_stop(self, worker: str) -> None:
-        """Right before a stop is sent: note the records at ``worker``'s address (its
-        drop drops only one of them), then await the ``before_stop`` given."""
-        if self.dropper is not None:
-            self.dropper.note(worker)
+        """Right before a stop is sent: the bookkeeping's (the stop is not sent if it
+        fails), then the ``before_stop`` given."""
+        await self.bookkeeping.before_stop(worker)
         if self.before_stop is not None:
             await self.before_stop(worker)
 
@@ -130,12 +142,14 @@ class Autoscaler:
             return False
         self.metrics.source_up.set(1)
         plan = await self.planner.plan(readings, time.monotonic(), read_at=read_at)
-        self._forget_replaced(readings, plan)
+        self.metrics.retired.forget_replaced(readings, plan.state.retiring)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:
             self._note_unacted(decision)
         at_once = asyncio.Semaphore(RETIRING_AT_ONCE)
         await asyncio.gather(*(self._retire(decision, at_once) for decision in plan.stops))
+        if self.memory is not None:  # marks that ran out, and those of this cycle's stops
+            await self.memory.save()
         return True
 
     async def _retire(self, decision: Decision, at_once: asyncio.Semaphore) -> None:
@@ -154,7 +168,7 @@ class Autoscaler:
                 )
                 attempt = StopAttempt(StopResult.UNANSWERED)
         try:
-            await self._settle(decision, attempt)
+            await self.bookkeeping.settle(decision, attempt)
         except Exception:  # a fault of ours: the other stops of the cycle settle as usual
             log.exception("worker %s: settling its stop failed", decision.worker)
 
@@ -162,94 +176,14 @@ class Autoscaler:
         """Count and log a decision that is not acted on."""
         if decision.verdict.blocks:
             self.metrics.blocked.labels(decision.verdict.value).inc()
-            self._log_decision(self._record(decision, None))
+            decision_log.append(self.records, Record.of(decision, self.policy.group_by))
         elif decision.verdict is not Verdict.STOP and log.isEnabledFor(logging.DEBUG):
-            decision_log.write(self._record(decision, None), logging.DEBUG)
+            decision_log.write(Record.of(decision, self.policy.group_by), logging.DEBUG)
 
-    def _forget_replaced(self, readings: list[Reading], plan: Plan) -> None:
-        """End the retired mark of each worker up again and no longer retiring: a new
-        worker answers at its address."""
-        retired, retiring = self.metrics.retired, plan.state.retiring
-        if not retired:
-            return
-        for reading in readings:  # per reading: the lock is taken only for a marked worker
-            worker = reading.worker
-            if (
-                worker in retired
-                and reading.up
-                and not reading.conflicting
-                and worker not in retiring
-            ):
-                retired.forget(worker)
-
-    async def _settle(self, decision: Decision, attempt: StopAttempt) -> None:
-        """Record, count and log what came of the planned stop of ``decision``; mark a
-        worker stopped retired, and publish its drop (a stop that ended otherwise, and
-        goes on nowhere, has its note forgotten: an ``unanswered`` one too, whose call
-        ended at once, cut off, and has no ``stop_ended`` to come). The planner learns
-        it first."""
-        self.planner.record(decision.worker, attempt.result, time.monotonic())
-        self.metrics.stops.labels(attempt.result.value).inc()
-        record = self._record(decision, attempt)
-        self._log_decision(record)
-        if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):
-            self.metrics.retired.mark(decision.worker, record.group)
-        if attempt.result is StopResult.STOPPED:
-            await self._drop(decision.worker)
-        elif not attempt.going_on:
-            self._forget_note(decision.worker)
-
-    async def _stop_ended(self, decision: Decision, ended: StopResult) -> None:
-        """A stop that went on in the background ended with ``ended``. Stopped, or cut off
-        (``unanswered``: it may have exited), its worker is retiring and retired from now
-        on (the marks of its first ``unanswered`` may have run out while it drained);
-        stopped, its drop is published. Refused after all, it is neither, and cools
-        down. Between cycles only: a plan under way would overwrite what the planner
-        learnt meanwhile."""
-        worker = decision.worker
-        async with self._lock:
-            gone = ended in (StopResult.STOPPED, StopResult.UNANSWERED)
-            self.planner.record(worker, StopResult.STOPPED if gone else ended, time.monotonic())
-            if ended is not StopResult.STOPPED:
-                self._forget_note(worker)
-            if not gone:
-                self.metrics.retired.forget(worker)
-                return
-            group = dict(zip(self.policy.group_by, decision.group, strict=False))
-            self.metrics.retired.mark(worker, group)
-            if ended is StopResult.STOPPED:
-                await self._drop(worker)
-
-    def _forget_note(self, worker: str) -> None:
-        """The stop of ``worker`` ended with no drop to make: forget its note (given a
-        ``dropper``)."""
-        if self.dropper is not None:
-            self.dropper.forget(worker)
-
-    async def _drop(self, worker: str) -> None:
-        """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""
-        if self.dropper is None:
-            return
-        try:
-            dropped = await self.dropper.drop(worker)
-        except Exception:
-            log.exception("worker %s: publishing its drop failed", worker)
-            return
-        self.metrics.drops.labels(dropped.value).inc()
-
-    def _record(self, decision: Decision, attempt: StopAttempt | None) -> Record:
-        """The decision log's record of ``decision`` (and of its stop, if one was tried)."""
-        group = dict(zip(self.policy.group_by, decision.group, strict=False))
-        confirmed = None if attempt is None else attempt.confirmed_idle
-        result = None if attempt is None else attempt.result
-        return Record(
-            time.time(), decision.worker, decision.idle, decision.verdict, confirmed, result, group
-        )
-
-    def _log_decision(self, record: Record) -> None:
-        """Add ``record`` to the decision log and write it."""
-        self.records.append(record)
-        decision_log.write(record)
+    def _recall(self) -> None:
+        """Take up the marks of the ``state_file`` (given one), before the first cycle."""
+        if self.memory is not None:
+            self.memory.recall()
 
     async def run(self, interval: float) -> None:
         """Run cycles every ``interval`` seconds until ``stopping`` is set.
@@ -260,6 +194,7 @@ class Autoscaler:
         not scan it again each time.
         Once stopping, it waits (``exit_wait`` at most) for the stops going on.
         """
+        self._recall()
         gc.collect()
         gc.freeze()
         while not self.stopping.is_set():
@@ -275,6 +210,7 @@ class Autoscaler:
     async def once(self) -> bool:
         """Run one cycle, then wait (``exit_wait`` at most) for its stops still going
         on; False if the source failed."""
+        self._recall()
         try:
             return await self.cycle()
         finally:

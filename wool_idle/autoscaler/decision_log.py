@@ -10,10 +10,13 @@ tags are comma-separated) reads as one value.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -35,6 +38,28 @@ class Record:
     result: StopResult | None = None
     group: Mapping[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls,
+        decision: Decision,
+        group_by: Sequence[str],
+        result: StopResult | None = None,
+        confirmed_idle: float | None = None,
+    ) -> Record:
+        """The record of ``decision`` now (with the ``result`` of its stop, if one was
+        tried, and the idle time the worker confirmed), its group labelled by
+        ``group_by``."""
+        group = dict(zip(group_by, decision.group, strict=False))
+        return cls(
+            time.time(),
+            decision.worker,
+            decision.idle,
+            decision.verdict,
+            confirmed_idle,
+            result,
+            group,
+        )
+
     def fields(self) -> dict[str, object]:
         """The record as JSON-ready fields, as ``/decisions`` serves it."""
         return {
@@ -46,6 +71,12 @@ class Record:
             "result": None if self.result is None else self.result.value,
             "group": dict(self.group),
         }
+
+
+def append(records: deque[Record], record: Record) -> None:
+    """Add ``record`` to ``records`` (``/decisions``) and write it."""
+    records.append(record)
+    write(record)
 
 
 def write(record: Record, level: int = logging.INFO) -> None:

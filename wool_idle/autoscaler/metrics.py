@@ -18,7 +18,8 @@ class AutoscalerMetrics:
     ``blocked_total{reason}`` counts each decision whose ``Verdict`` blocks;
     ``drops_total{result}`` each drop published (or not) for a stopped worker, by
     ``DropResult``; ``cycle_errors_total`` each cycle that raised (not a failed read:
-    ``source_up``); ``retired_timestamp_seconds{worker,<group_by>}`` shows the
+    ``source_up``); ``state_write_errors_total`` each write of ``--state-file`` that
+    failed (``memory``); ``retired_timestamp_seconds{worker,<group_by>}`` shows the
     workers stopped (``retired``).
     """
 
@@ -51,6 +52,11 @@ class AutoscalerMetrics:
             "wool_autoscaler_cycle_errors",
             "Cycles that failed on an error of wool-idle's own (logged with its traceback); "
             "such a cycle stops no one more.",
+            registry=registry,
+        )
+        self.state_write_errors = Counter(
+            "wool_autoscaler_state_write_errors",
+            "Writes of --state-file that failed; a stop whose write failed was not sent.",
             registry=registry,
         )
         self.last_cycle = Gauge(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -29,6 +30,7 @@ from wool_idle.autoscaler.policy import (
     after_stop,
     plan,
 )
+from wool_idle.autoscaler.state_file import Marks
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.worker.address import parse_address
 
@@ -64,6 +66,8 @@ class PolicyPlanner:
         self._empty_group_labels: frozenset[str] = frozenset()
         self._unreachable: dict[str, float] = {}
         """When a planned stop last found each worker unreachable (its idle RPC)."""
+        self._held_until = -math.inf
+        """No stop before this moment (``hold``)."""
 
     async def plan(
         self, readings: Sequence[Reading], now: float, *, read_at: float | None = None
@@ -84,7 +88,10 @@ class PolicyPlanner:
                 for r in readings
                 if r.worker in resolved
             ]
-        result = await asyncio.to_thread(plan, planned, self.state, self.settings, now)
+        settings = self.settings
+        if now < self._held_until:  # every worker is first seen after the hold began
+            settings = replace(settings, min_age=max(settings.min_age, settings.retiring_for))
+        result = await asyncio.to_thread(plan, planned, self.state, settings, now)
         self.state = result.state
         if len(resolved) == len(addressable):
             return result
@@ -114,6 +121,36 @@ class PolicyPlanner:
                 self._unreachable[label] = now
             else:  # it answered, or is retiring
                 self._unreachable.pop(label, None)
+
+    def marks(self, shift: float) -> Marks:
+        """The marks a restart must not lose, in Unix time: each monotonic moment plus
+        ``shift`` (Unix time minus monotonic time)."""
+        state = self.state
+        return Marks(
+            retiring={w: t + shift for w, t in state.retiring.items()},
+            unreachable={w: t + shift for w, t in self._unreachable.items()},
+            cooldown_until={w: t + shift for w, t in state.cooldown_until.items()},
+        )
+
+    def restore(self, marks: Marks, shift: float, *, clock: float) -> None:
+        """Take up the ``marks`` of an earlier process (``shift`` as for ``marks``,
+        ``clock`` the Unix time now). A mark from after ``clock`` (this host's clock was
+        set back) counts from now, and a cooldown ends within ``cooldown`` from now."""
+        cooldown_end = clock + self.settings.cooldown
+        self.state = replace(
+            self.state,
+            retiring={w: min(t, clock) - shift for w, t in marks.retiring.items()},
+            cooldown_until={
+                w: min(t, cooldown_end) - shift for w, t in marks.cooldown_until.items()
+            },
+        )
+        self._unreachable = {w: min(t, clock) - shift for w, t in marks.unreachable.items()}
+
+    def hold(self, now: float) -> None:
+        """Stop no one for ``retiring_for`` from ``now``, before the first plan (the
+        marks of an earlier process are unknown: any stop it sent is over by then).
+        A worker that would be stopped meanwhile is held back as ``min_age``."""
+        self._held_until = now + self.settings.retiring_for
 
     def _superseded(self, readings: Sequence[Reading], read_at: float) -> Sequence[Reading]:
         """``readings``, each one whose sample is older than the last time its worker

@@ -15,12 +15,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from wool_idle.autoscaler.policy import Reading
 from wool_idle.contract import RETIRED_TIMESTAMP, WORKER_LABEL
 
 RETIRED_LIMIT: Final = 1000
@@ -51,6 +52,21 @@ class RetiredWorkers(Collector):
         """End ``worker``'s mark (a new worker answers at its address)."""
         with self._lock:
             self._marks.pop(worker, None)
+
+    def forget_replaced(self, readings: Iterable[Reading], retiring: Container[str]) -> None:
+        """End the mark of each worker read up (and not conflicting) that is no longer
+        ``retiring``: a new worker answers at its address."""
+        if not self._marks:
+            return
+        for reading in readings:  # per reading: the lock is taken only for a marked worker
+            worker = reading.worker
+            if (
+                worker in self._marks
+                and reading.up
+                and not reading.conflicting
+                and worker not in retiring
+            ):
+                self.forget(worker)
 
     def __contains__(self, worker: object) -> bool:
         return worker in self._marks

@@ -67,6 +67,9 @@ class DaemonSettings:
     """Run one cycle and exit."""
     web_listen_address: str = AUTOSCALER_LISTEN
     """``host:port`` or ``unix:/path`` of ``/metrics`` and ``/decisions``."""
+    state_file: str | None = None
+    """Where the planner's marks of stops are kept across restarts (``state_file``);
+    None keeps them in memory only."""
     wool_discovery: tuple[DiscoverySpec, ...] = ()
     """wool namespaces the stopped workers are published in: for ``local:`` ones a
     ``worker-dropped`` is published after each accepted stop (``lan:`` has no drop)."""

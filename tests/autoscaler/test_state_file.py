@@ -1,0 +1,152 @@
+"""The state file: its format, atomic writes, and its lock, on the real file system."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wool_idle.autoscaler import state_file as state_file_module
+from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
+
+MARKS = Marks(
+    retiring={"10.0.0.1:50051": 1_800_000_000.25},
+    unreachable={"unix:/run/w.sock": 1_800_000_001.0},
+    cooldown_until={"[::1]:7": 1_800_000_300.5},
+)
+
+
+def content(**changes: object) -> str:
+    """A valid file's content with ``changes`` applied to its object."""
+    document = json.loads(MARKS.to_json())
+    document.update(changes)
+    return json.dumps(document)
+
+
+MALFORMED = {
+    "not JSON": "{retiring",
+    "an array": "[]",
+    "another version": content(version=2),
+    "no version": json.dumps({"retiring": {}, "unreachable": {}, "cooldown_until": {}}),
+    "a kind missing": json.dumps({"version": 1, "retiring": {}, "unreachable": {}}),
+    "an unknown key": content(extra={}),
+    "a kind not an object": content(retiring=[]),
+    "an empty worker": content(retiring={"": 1.0}),
+    "a time as text": content(retiring={"a:1": "1.0"}),
+    "a time as a boolean": content(unreachable={"a:1": True}),
+    "a time null": content(cooldown_until={"a:1": None}),
+    "NaN": content(retiring={"a:1": float("nan")}),
+    "Infinity": content(retiring={"a:1": float("inf")}),
+    "an integer too large for a float": '{"version": 1, "retiring": {"a:1": 1%s}, '
+    '"unreachable": {}, "cooldown_until": {}}' % ("0" * 400),
+    "nested too deep": "[" * 100_000 + "]" * 100_000,
+}
+
+
+class TestMarks:
+    def test_from_json_reads_what_to_json_wrote(self) -> None:
+        """Given marks of every kind, when written as JSON and read back, then they are
+        the same marks."""
+        # Act
+        read = Marks.from_json(MARKS.to_json())
+        # Assert
+        assert read == MARKS
+
+    @pytest.mark.parametrize("text", MALFORMED.values(), ids=MALFORMED.keys())
+    def test_from_json_malformed_is_a_state_file_error(self, text: str) -> None:
+        """Given content that is not exactly the format, when read, then it is a
+        StateFileError (never marks half read)."""
+        # Act / Assert
+        with pytest.raises(StateFileError):
+            Marks.from_json(text)
+
+
+class TestStateFile:
+    def test_load_missing_file_is_a_state_file_error(self, tmp_path: Path) -> None:
+        """Given no file at the path, when loaded, then a StateFileError says so (its
+        marks are unknown: not the same as no marks)."""
+        # Act / Assert
+        with pytest.raises(StateFileError, match="no state file"):
+            StateFile(tmp_path / "state.json").load()
+
+    def test_save_then_load_round_trips_and_leaves_one_file(self, tmp_path: Path) -> None:
+        """Given marks, when saved twice (the second replacing the first) and loaded,
+        then the newest marks come back and no temporary file is left beside."""
+        # Arrange
+        state = StateFile(tmp_path / "state.json")
+        state.save(Marks(retiring={"a:1": 1.0}))
+        # Act
+        state.save(MARKS)
+        loaded = state.load()
+        # Assert
+        assert loaded == MARKS
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+    def test_save_failure_keeps_the_old_content(self, tmp_path: Path, monkeypatch) -> None:
+        """Given a saved file, when the next save fails while flushing (a full disk),
+        then it raises OSError, the old content stays, and no temporary file is left."""
+        # Arrange
+        state = StateFile(tmp_path / "state.json")
+        state.save(MARKS)
+
+        def disk_full(fd: int) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(state_file_module.os, "fsync", disk_full)
+        # Act
+        with pytest.raises(OSError, match="No space"):
+            state.save(Marks())
+        monkeypatch.undo()
+        # Assert
+        assert state.load() == MARKS
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+    def test_load_larger_than_the_limit_is_refused(self, tmp_path: Path, monkeypatch) -> None:
+        """Given a file larger than MAX_BYTES, when loaded, then it is a StateFileError
+        (a state file is never read whole into memory whatever its size)."""
+        # Arrange
+        state = StateFile(tmp_path / "state.json")
+        state.save(MARKS)
+        monkeypatch.setattr(state_file_module, "MAX_BYTES", 16)
+        # Act / Assert
+        with pytest.raises(StateFileError, match="larger than 16 bytes"):
+            state.load()
+
+    def test_load_not_utf8_is_a_state_file_error(self, tmp_path: Path) -> None:
+        """Given a file of bytes that are not UTF-8, when loaded, then a StateFileError."""
+        # Arrange
+        (tmp_path / "state.json").write_bytes(b"\xff\xfe{}")
+        # Act / Assert
+        with pytest.raises(StateFileError, match="not UTF-8"):
+            StateFile(tmp_path / "state.json").load()
+
+    def test_lock_held_by_another_process_is_refused(self, tmp_path: Path) -> None:
+        """Given another process holding the file's lock, when this one locks it, then a
+        StateFileError says the file is in use; once that process has ended, it locks."""
+        # Arrange
+        path = tmp_path / "state.json"
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import fcntl, sys; f = open(sys.argv[1], 'ab'); "
+                "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+                f"{path}.lock",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        # Act
+        with pytest.raises(StateFileError, match="in use by another autoscaler"):
+            StateFile(path).lock()
+        holder.communicate("")
+        StateFile(path).lock()
+        # Assert
+        assert holder.returncode == 0
+        assert os.path.exists(f"{path}.lock")

@@ -1,0 +1,115 @@
+"""The planner's marks kept across restarts: taken up at start, written down before
+each stop is sent, and again whenever they change (``state_file``).
+
+Fail closed. A state file missing or unreadable at start means the stops of an
+earlier process are unknown, so the planner sends none for ``retiring_for``
+(``PolicyPlanner.hold``): by then any such stop is over. A stop that cannot be
+written down first is not sent. A later write that fails is logged and counted
+(``wool_autoscaler_state_write_errors_total``); the file then keeps its last
+content, which names every stop sent up to then (each was written before it
+was sent), so a restart meanwhile counts them retiring still. Writes run one at
+a time, in order, on a thread of their own, each waited for ``WRITE_TIMEOUT`` at
+most: a file system that hangs fails the write (and holds the stop) rather than
+the cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Final
+
+from prometheus_client import Counter
+
+from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
+
+log = logging.getLogger("wool_idle.autoscaler")
+
+WRITE_TIMEOUT: Final = 10.0
+"""Seconds one write of the state file is waited for; longer, it counts as failed."""
+
+
+class StopMemory:
+    """``planner``'s marks in ``file``; ``write_errors`` counts the writes that failed."""
+
+    def __init__(self, file: StateFile, planner: PolicyPlanner, write_errors: Counter) -> None:
+        self.file, self.planner, self.write_errors = file, planner, write_errors
+        self._shift = time.time() - time.monotonic()
+        """Unix time minus monotonic time, fixed at start: marks change only when they do."""
+        self._sending: dict[str, float] = {}
+        """Workers whose stop is written down and sent, and when, until its result is
+        recorded by the planner (``settled``)."""
+        self._written: Marks | None = None
+        self._lock = asyncio.Lock()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wool-idle-state")
+
+    def recall(self) -> None:
+        """Take up the file's marks, or, missing or unreadable, hold every stop for the
+        planner's ``retiring_for``. Call before the first plan."""
+        now = time.monotonic()
+        try:
+            marks = self.file.load()
+        except StateFileError as error:
+            self.planner.hold(now)
+            log.warning(
+                "state file %s; the stops of an earlier autoscaler are unknown, so none is "
+                "sent for %gs (held back as min_age)",
+                error,
+                self.planner.settings.retiring_for,
+            )
+            return
+        self.planner.restore(marks, self._shift, clock=now + self._shift)
+        self._written = marks
+        log.info(
+            "state file %s: %d worker(s) retiring, %d unreachable, %d cooling down",
+            self.file.path,
+            len(marks.retiring),
+            len(marks.unreachable),
+            len(marks.cooldown_until),
+        )
+
+    async def before_stop(self, worker: str) -> None:
+        """Write ``worker`` down as retiring; ``OSError`` if that failed (the stop must
+        then not be sent)."""
+        self._sending[worker] = time.monotonic()
+        try:
+            await self._write()
+        except OSError:
+            del self._sending[worker]
+            self.write_errors.inc()
+            raise
+
+    async def settled(self, worker: str) -> None:
+        """The planner has recorded what came of ``worker``'s stop (if one was sent):
+        write the marks down as they are now."""
+        self._sending.pop(worker, None)
+        await self.save()
+
+    async def save(self) -> None:
+        """Write the marks down if they changed; a failure is logged and counted."""
+        try:
+            await self._write()
+        except OSError as error:
+            self.write_errors.inc()
+            log.error("state file %s: not written: %s", self.file.path, error)
+
+    async def _write(self) -> None:
+        async with self._lock:
+            marks = self.planner.marks(self._shift)
+            if self._sending:
+                sending = {w: t + self._shift for w, t in self._sending.items()}
+                marks = replace(marks, retiring={**sending, **marks.retiring})
+            if marks == self._written:
+                return
+            written = asyncio.get_running_loop().run_in_executor(
+                self._writer, self.file.save, marks
+            )
+            try:
+                await asyncio.wait_for(written, WRITE_TIMEOUT)
+            except TimeoutError:  # an OSError: the write goes on, in order, and may land
+                raise TimeoutError(f"no write within {WRITE_TIMEOUT:g}s") from None
+            self._written = marks

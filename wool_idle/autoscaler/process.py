@@ -1,0 +1,127 @@
+"""The autoscaler process: from its parsed settings to the daemon serving its
+``/metrics`` until a signal, or to one cycle (``--once``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Final
+
+from wool_idle.autoscaler.app import create_app
+from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
+from wool_idle.autoscaler.metrics import AutoscalerMetrics
+from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
+from wool_idle.autoscaler.sources import Source
+from wool_idle.autoscaler.state_file import StateFile
+from wool_idle.cli.serve import serve_until_signal
+from wool_idle.contract import RETIRED_TIMESTAMP
+from wool_idle.discovery.drop import Dropper
+from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
+from wool_idle.web.client_config import HttpClientConfig
+from wool_idle.web.client_session import http_session
+from wool_idle.web.live_config import LiveWebConfig
+from wool_idle.web.metrics import process_registry, register_build_info
+from wool_idle.web.site import serve_app
+
+log = logging.getLogger("wool_idle.autoscaler")
+
+EXIT_SOURCE_FAILED: Final = 1
+
+
+def local_namespaces(specs: tuple[DiscoverySpec, ...]) -> list[str]:
+    """The namespaces of the ``local:`` discoveries among ``specs``."""
+    return [s.namespace for s in specs if s.kind is DiscoveryKind.LOCAL]
+
+
+class FirstRead:
+    """A source that remembers whether a read has succeeded yet (readiness)."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.description = source.description
+        self.succeeded = False
+
+    async def read(self) -> list[Reading]:
+        readings = await self.source.read()
+        self.succeeded = True
+        return readings
+
+    def not_ready(self) -> str | None:
+        """None once a read has succeeded, else why the autoscaler is not ready."""
+        return None if self.succeeded else "no successful read of the source yet"
+
+
+def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
+    """The drops to publish; LAN namespaces are logged as having none."""
+    for spec in specs:
+        if spec.kind is DiscoveryKind.LAN:
+            log.info(
+                "%s: LAN discovery has no drop from another process; stopped workers are "
+                "shown by %s only",
+                spec,
+                RETIRED_TIMESTAMP,
+            )
+    namespaces = local_namespaces(specs)
+    return Dropper(namespaces) if namespaces else None
+
+
+async def run_daemon(
+    daemon: DaemonSettings,
+    source: SourceSettings,
+    http: HttpClientConfig,
+    policy: PolicySettings,
+    action: ActionSettings,
+    web: LiveWebConfig | None,
+    state_file: StateFile | None,
+) -> int:
+    registry = process_registry()
+    register_build_info(registry)
+    origin = source.prometheus_url or source.metrics_url
+    async with http_session(http, origin=origin) as session:
+        watched = FirstRead(source.reader(session, policy.group_by, policy.max_staleness))
+        autoscaler = Autoscaler(
+            source=watched,
+            policy=policy,
+            action=action,
+            metrics=AutoscalerMetrics(registry, group_by=policy.group_by),
+            dropper=_dropper(daemon.wool_discovery),
+            state_file=state_file,
+        )
+        if daemon.once:
+            return await _once(autoscaler)
+        log.info(
+            "autoscaler reading %s, max idle %.1fs%s",
+            watched.description,
+            policy.max_idle,
+            " (dry run)" if policy.dry_run else "",
+        )
+        app = create_app(autoscaler, registry, watched.not_ready)
+        return await serve_until_signal(
+            "autoscaler",
+            serve_app(app, daemon.web_listen_address, web, path="/metrics"),
+            lambda: autoscaler.run(daemon.interval),
+            stop=autoscaler.stopping.set,
+        )
+
+
+async def _once(autoscaler: Autoscaler) -> int:
+    """``--once``: one cycle, 0, or ``EXIT_SOURCE_FAILED`` if the source failed.
+    SIGTERM and SIGINT during it start no more stops and let those sent end (up to
+    their deadline), as the daemon's do: a wool worker whose stop call is cut never
+    exits."""
+    loop = asyncio.get_running_loop()
+
+    def leave() -> None:
+        log.info("autoscaler --once: signalled, sending no more stops; those sent may end")
+        autoscaler.stopping.set()
+
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, leave)
+    try:
+        return 0 if await autoscaler.once() else EXIT_SOURCE_FAILED
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)

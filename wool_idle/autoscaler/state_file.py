@@ -1,0 +1,153 @@
+"""The autoscaler's marks, kept in a file across restarts (``--state-file``).
+
+Without it a restarted autoscaler knows nothing of the stops it sent before: a
+worker still draining, or one whose old sample the source still serves, counts
+alive for ``--min-workers`` again, and a worker the floor needs can be stopped
+for it. The file holds, in Unix time, the marks that prevent that (``Marks``).
+
+Format: one JSON object, ``{"version": 1, "retiring": {worker: t, ...},
+"unreachable": {...}, "cooldown_until": {...}}``, every ``t`` a finite number.
+It is written whole to a temporary file in the same directory, flushed to disk
+and renamed over the old one, so a crash leaves the old file or the new one,
+never a part of either. One autoscaler per file: ``lock`` holds an exclusive
+lock on ``<path>.lock`` for the life of the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+VERSION: Final = 1
+MAX_BYTES: Final = 64 * 1024 * 1024
+"""The largest state file read (a few hundred bytes per worker marked)."""
+_KINDS: Final = ("retiring", "unreachable", "cooldown_until")
+
+
+class StateFileError(Exception):
+    """The state file is missing, unreadable or malformed: its marks are unknown."""
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What an autoscaler must not forget, by worker, in Unix time: when a stop was
+    sent to it, or was about to be (``retiring``); when a planned stop found it
+    unreachable (``unreachable``); until when it is left alone (``cooldown_until``)."""
+
+    retiring: Mapping[str, float] = field(default_factory=dict)
+    unreachable: Mapping[str, float] = field(default_factory=dict)
+    cooldown_until: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The file's content (times rounded to the millisecond, workers sorted)."""
+        content: dict[str, Any] = {"version": VERSION}
+        for kind in _KINDS:
+            marks: Mapping[str, float] = getattr(self, kind)
+            content[kind] = {w: round(t, 3) for w, t in sorted(marks.items())}
+        return json.dumps(content, indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Marks:
+        """``Marks`` from a file's content; ``StateFileError`` for anything but the
+        format above (another version, a worker that is not a non-empty string, a
+        time that is not a finite number)."""
+        try:
+            content = json.loads(text)
+        except (ValueError, RecursionError) as error:  # not JSON, or nested too deep
+            raise StateFileError(f"not JSON: {error}") from None
+        if type(content) is not dict or content.get("version") != VERSION:
+            raise StateFileError(f"not a version {VERSION} state object")
+        if set(content) != {"version", *_KINDS}:
+            raise StateFileError(f"expected exactly the keys version, {', '.join(_KINDS)}")
+        return cls(*(_times(kind, content[kind]) for kind in _KINDS))
+
+
+def _times(kind: str, marks: object) -> dict[str, float]:
+    if type(marks) is not dict:
+        raise StateFileError(f"{kind}: not an object")
+    times = {}
+    for worker, at in marks.items():
+        if not worker:
+            raise StateFileError(f"{kind}: an empty worker")
+        if type(at) not in (int, float) or not _finite(at):
+            raise StateFileError(f"{kind}: {worker!r}: not a finite number of seconds")
+        times[worker] = float(at)
+    return times
+
+
+def _finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # a JSON integer too large for a float
+        return False
+
+
+class StateFile:
+    """The file at ``path`` (its directory must exist)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock: IO[bytes] | None = None
+
+    def lock(self) -> None:
+        """Hold the exclusive lock of this file until the process ends; ``StateFileError``
+        if another process holds it (or it cannot be taken)."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            handle = open(lock_path, "ab")  # noqa: SIM115 (held for the process's life)
+        except OSError as error:
+            raise StateFileError(f"cannot open {lock_path}: {error.strerror}") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise StateFileError(f"{self.path} is in use by another autoscaler") from None
+        self._lock = handle
+
+    def load(self) -> Marks:
+        """The marks in the file; ``StateFileError`` if it is missing, unreadable,
+        larger than ``MAX_BYTES`` or malformed."""
+        try:
+            with open(self.path, "rb") as file:
+                data = file.read(MAX_BYTES + 1)
+        except FileNotFoundError:
+            raise StateFileError(f"{self.path}: no state file (a first start, or lost)") from None
+        except OSError as error:
+            raise StateFileError(f"{self.path}: unreadable: {error.strerror}") from None
+        if len(data) > MAX_BYTES:
+            raise StateFileError(f"{self.path}: larger than {MAX_BYTES} bytes")
+        try:
+            return Marks.from_json(data.decode())
+        except UnicodeDecodeError:
+            raise StateFileError(f"{self.path}: not UTF-8") from None
+        except StateFileError as error:
+            raise StateFileError(f"{self.path}: {error}") from None
+
+    def save(self, marks: Marks) -> None:
+        """Replace the file's content with ``marks``, atomically and durably; ``OSError``
+        if it cannot be written (the old content then stays)."""
+        directory = self.path.parent
+        handle, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=directory)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(marks.to_json())
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        directory_handle = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(directory_handle)
+        finally:
+            os.close(directory_handle)
