@@ -310,3 +310,103 @@ class TestGroupsAndDrops:
         err = capsys.readouterr().err
         assert exited.value.code == 2
         assert err.count("\n") == 1 and "--wool-discovery" in err and "wool" in err
+
+
+def idle_text(*workers) -> str:
+    """Exposition text of ``workers``, up, idle 900 s, 899 s, ... (a cache serving it)."""
+    return "".join(
+        f'wool_worker_idle_seconds{{worker="{w.address}"}} {900 - i}\n'
+        f'wool_worker_up{{worker="{w.address}"}} 1\n'
+        f'wool_worker_idle_supported{{worker="{w.address}"}} 1\n'
+        for i, w in enumerate(workers)
+    )
+
+
+class TestStateFileCli:
+    async def test_second_once_counts_the_first_ones_stop_retiring(
+        self, scripted, serve_text, tmp_path: Path
+    ) -> None:
+        """Given three idle workers served as up and idle after their stop too (a cache,
+        or a worker still draining), a floor of 2 and a state file, when `--once` runs
+        twice on it, then only the first run stops a worker: the second counts that one
+        as retiring, not alive, and stops no other (without the file it would, leaving
+        one worker against a floor of 2)."""
+        # Arrange
+        workers = [await scripted(seconds=900.0) for _ in range(3)]
+        url = await serve_text(idle_text(*workers))
+        state = tmp_path / "state.json"
+        once = [
+            "autoscaler",
+            "--once",
+            "--metrics-url",
+            url,
+            "--max-idle",
+            "1m",
+            "--min-workers",
+            "2",
+            "--state-file",
+            str(state),
+        ]
+        state.write_text('{"version": 1, "retiring": {}, "unreachable": {}, "cooldown_until": {}}')
+        # Act
+        first = await asyncio.to_thread(run_cli, once)
+        second = await asyncio.to_thread(run_cli, once)
+        # Assert
+        assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+        assert [len(w.stop_requests) for w in workers] == [1, 0, 0]
+        assert "1 worker(s) retiring" in second.stderr
+        assert list(json.loads(state.read_text())["retiring"]) == [workers[0].address]
+
+    async def test_unreadable_state_file_holds_and_says_why(
+        self, scripted, serve_text, tmp_path: Path
+    ) -> None:
+        """Given an idle worker and a state file that is not JSON, when `--once` runs,
+        then it exits 0, stops no one (held as min_age: the earlier stops are unknown),
+        says why naming the file, and writes the file anew."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        url = await serve_text(idle_text(worker))
+        state = tmp_path / "state.json"
+        state.write_text("{garbage")
+        # Act
+        result = await asyncio.to_thread(
+            run_cli,
+            [
+                "autoscaler",
+                "--once",
+                "--metrics-url",
+                url,
+                "--max-idle",
+                "1m",
+                "--min-workers",
+                "0",
+                "--state-file",
+                str(state),
+            ],
+        )
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert worker.stop_requests == []
+        assert "verdict=min_age" in result.stderr
+        assert f"state file {state}: not JSON" in result.stderr
+        assert json.loads(state.read_text())["retiring"] == {}
+
+    async def test_state_file_in_use_exits_2(self, serve_text, tmp_path: Path) -> None:
+        """Given a running autoscaler on a state file, when a second one is started on
+        the same file, then the second exits 2 naming --state-file (two processes would
+        overwrite each other's marks), and the first runs on."""
+        # Arrange
+        url = await serve_text("")
+        state = str(tmp_path / "state.json")
+        common = ["autoscaler", "--metrics-url", url, "--max-idle", "1m", "--state-file", state]
+        first = spawn_cli([*common, "--listen", "127.0.0.1:0"])
+        assert first.stdout is not None and first.stdout.readline().startswith("http")
+        # Act
+        second = await asyncio.to_thread(run_cli, [*common, "--once"])
+        running = first.poll() is None
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=WAIT)
+        # Assert
+        assert second.returncode == 2
+        assert "argument --state-file" in second.stderr and "in use" in second.stderr
+        assert running

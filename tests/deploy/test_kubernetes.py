@@ -9,7 +9,7 @@ import copy
 import os
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jsonschema
@@ -285,6 +285,22 @@ class TestWorkers:
         termination = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         # Assert
         assert termination > rpc_timeout + STOP_REPLY_WAIT + exit_wait(grace) + CLOSE_GRACE
+
+    def test_autoscaler_state_file_is_on_a_writable_volume(self, manifests: list[Manifest]) -> None:
+        """Given the autoscaler's Deployment (a read-only root file system), then its
+        state file is in the directory of a mounted emptyDir, which outlives a container
+        restart."""
+        # Arrange
+        deployment = only(manifests, "Deployment", "wool-idle-autoscaler")
+        container = container_of(manifests, "autoscaler")
+        state_file = PurePosixPath(environment(container)["WOOL_IDLE_STATE_FILE"])
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        # Act
+        mounted = [m for m in container["volumeMounts"] if m["mountPath"] == str(state_file.parent)]
+        # Assert
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert len(mounted) == 1 and not mounted[0].get("readOnly", False)
+        assert volumes[mounted[0]["name"]]["emptyDir"] == {}
 
     def test_targets_name_every_worker_of_the_job(self, manifests: list[Manifest]) -> None:
         """Given the exporter's targets ConfigMap and the Job, then the targets are

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from support.metrics import fetch, samples
@@ -198,6 +198,18 @@ class TestUnits:
         grace = DURATION.parse(environment_file(CONFIG / "autoscaler.env")["WOOL_IDLE_GRACE"])
         least = ActionSettings().rpc_timeout + STOP_REPLY_WAIT + exit_wait(grace) + CLOSE_GRACE
         assert DURATION.parse(timeout) > least
+
+    def test_autoscaler_state_file_is_in_its_state_directory(self) -> None:
+        """Given the autoscaler unit and its environment file, then the state file is
+        in the unit's StateDirectory (the one directory it may write under
+        ProtectSystem=strict, kept across restarts)."""
+        # Arrange
+        found = directives(UNITS / AUTOSCALER)
+        state_file = environment_file(CONFIG / "autoscaler.env")["WOOL_IDLE_STATE_FILE"]
+        # Act
+        directory = PurePosixPath("/var/lib") / found["StateDirectory"][0]
+        # Assert
+        assert PurePosixPath(state_file).parent == directory
 
     def test_sysusers_creates_the_account(self, tmp_path: Path, systemd_sysusers: str) -> None:
         """Given the sysusers.d file, when systemd-sysusers applies it to an empty root,
