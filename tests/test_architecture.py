@@ -24,12 +24,6 @@ FORBIDDEN = {
 }
 MAX_MODULE_LINES = 250
 """The house rule: no module in wool_idle/ is longer than this."""
-# Modules still over MAX_MODULE_LINES until they are split. This set must shrink to
-# empty: take a path out once its module is split (the test fails while a path in it
-# is within the limit, so it cannot go stale), and never add one.
-OVER_THE_LIMIT_FOR_NOW = frozenset(
-    {"wool_idle/autoscaler/daemon.py", "wool_idle/autoscaler/cli.py"}
-)
 
 
 def imported_parts(path: Path) -> set[str]:
@@ -111,19 +105,11 @@ class TestImportRules:
 class TestModuleSize:
     def test_no_module_is_over_the_line_limit(self) -> None:
         """Given every module of the package, then none is longer than MAX_MODULE_LINES
-        lines but those OVER_THE_LIMIT_FOR_NOW; the offenders are named."""
+        lines; the offenders are named."""
         # Act
         over = _modules_over_the_limit()
         # Assert
-        assert {path: n for path, n in over.items() if path not in OVER_THE_LIMIT_FOR_NOW} == {}
-
-    def test_allowance_names_only_modules_over_the_line_limit(self) -> None:
-        """Given the modules OVER_THE_LIMIT_FOR_NOW, then each still exists and is longer
-        than MAX_MODULE_LINES lines: one split (or gone) must leave the allowance."""
-        # Act
-        over = _modules_over_the_limit()
-        # Assert
-        assert sorted(OVER_THE_LIMIT_FOR_NOW - over.keys()) == []
+        assert over == {}
 
 
 def _modules_over_the_limit() -> dict[str, int]:

@@ -45,7 +45,6 @@ __all__ = [
     "ActionSettings",
     "Actuator",
     "BeforeStop",
-    "StopAttempt",
     "StopEnded",
     "WorkerActuator",
 ]

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wool_idle.autoscaler import decision_log
-from wool_idle.autoscaler.actuator import StopAttempt
 from wool_idle.autoscaler.decision_log import Record
 from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner
 from wool_idle.autoscaler.policy import Decision
+from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.discovery.drop import Dropper
 

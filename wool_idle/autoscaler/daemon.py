@@ -30,7 +30,6 @@ from wool_idle.autoscaler.actuator import (
     ActionSettings,
     Actuator,
     BeforeStop,
-    StopAttempt,
     WorkerActuator,
 )
 from wool_idle.autoscaler.bookkeeping import StopBookkeeping
@@ -41,6 +40,7 @@ from wool_idle.autoscaler.planner import Planner, PolicyPlanner
 from wool_idle.autoscaler.policy import Decision, PolicySettings, retiring_time
 from wool_idle.autoscaler.sources import Source, SourceError
 from wool_idle.autoscaler.state_file import StateFile
+from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import stop_deadline
 from wool_idle.discovery.drop import Dropper

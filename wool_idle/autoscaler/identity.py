@@ -50,7 +50,6 @@ __all__ = [
     "RESOLVE_TIMEOUT",
     "RESOLVE_TTL",
     "AddressResolver",
-    "Endpoints",
     "identities",
 ]
 

@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from wool_idle.autoscaler.identity import AddressResolver, Endpoints, identities
+from wool_idle.autoscaler.endpoints import Endpoints
+from wool_idle.autoscaler.identity import AddressResolver, identities
 from wool_idle.autoscaler.policy import (
     Decision,
     Plan,
