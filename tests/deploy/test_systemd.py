@@ -34,6 +34,7 @@ EXPORTER = "wool-idle-exporter.service"
 AUTOSCALER = "wool-idle-autoscaler.service"
 INSTANCE = "50051"
 DROP_IN = "local-wool-discovery.conf"
+UNIX_DROP_IN = "unix-socket-worker.conf"
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]  # conftest fixture
 
@@ -65,8 +66,8 @@ def wool_idle_binary() -> str:
 def render_units(directory: Path, *, drop_in: bool = False) -> list[str]:
     """Copy the units into ``directory`` with ExecStart pointing at the venv's
     ``wool-idle`` (systemd-analyze verify needs it to exist), the worker as instance
-    50051 and, with ``drop_in``, the local-wool drop-in under the exporter; return
-    the unit names to verify."""
+    50051 and, with ``drop_in``, the drop-ins: local-wool under the exporter, the Unix
+    socket under the worker; return the unit names to verify."""
     for name in (WORKER, EXPORTER, AUTOSCALER):
         text = (UNITS / name).read_text()
         assert f"ExecStart={SHIPPED_BINARY} " in text, name
@@ -75,6 +76,8 @@ def render_units(directory: Path, *, drop_in: bool = False) -> list[str]:
     if drop_in:
         (directory / f"{EXPORTER}.d").mkdir()
         shutil.copy(UNITS / DROP_IN, directory / f"{EXPORTER}.d" / DROP_IN)
+        (directory / f"{WORKER}.d").mkdir()
+        shutil.copy(UNITS / UNIX_DROP_IN, directory / f"{WORKER}.d" / UNIX_DROP_IN)
     return [f"./{WORKER.replace('@', f'@{INSTANCE}')}", f"./{EXPORTER}", f"./{AUTOSCALER}"]
 
 
@@ -92,9 +95,10 @@ def verify(systemd_analyze: str, directory: Path, units: list[str]) -> str:
 
 
 class TestUnits:
-    @pytest.mark.parametrize("drop_in", [False, True], ids=["units", "with-local-wool-drop-in"])
+    @pytest.mark.parametrize("drop_in", [False, True], ids=["units", "with-drop-ins"])
     def test_verify_says_nothing(self, tmp_path: Path, systemd_analyze: str, drop_in: bool) -> None:
-        """Given the three units (and the local-wool drop-in under the exporter), when
+        """Given the three units (and the drop-ins: local-wool under the exporter, the
+        Unix socket under the worker), when
         systemd-analyze verifies them, then it exits 0 and prints nothing at all (it
         only warns, with exit 0, about an unknown key or a bad value)."""
         # Arrange
@@ -210,6 +214,24 @@ class TestUnits:
         directory = PurePosixPath("/var/lib") / found["StateDirectory"][0]
         # Assert
         assert PurePosixPath(state_file).parent == directory
+
+    def test_unix_socket_worker_listens_in_its_runtime_directory(
+        self, parse_environment: ParseEnvironment
+    ) -> None:
+        """Given the worker unit with the Unix-socket drop-in, then the worker (instance
+        50051) listens on a socket the CLI accepts, inside the instance's own
+        RuntimeDirectory (the one place ProtectSystem=strict lets it create one)."""
+        # Arrange
+        found = directives(UNITS / UNIX_DROP_IN)
+        listen = dict(line.partition("=")[::2] for line in found["Environment"])
+        expanded = listen["WOOL_IDLE_LISTEN"].replace("%i", INSTANCE)  # as systemd does
+        runtime = PurePosixPath("/run") / found["RuntimeDirectory"][0].replace("%i", INSTANCE)
+        # Act
+        args = parse_environment("worker", {"WOOL_IDLE_LISTEN": expanded})
+        socket = PurePosixPath(args.listen.removeprefix("unix:"))
+        # Assert
+        assert args.listen.startswith("unix:/")
+        assert socket.parent == runtime
 
     def test_sysusers_creates_the_account(self, tmp_path: Path, systemd_sysusers: str) -> None:
         """Given the sysusers.d file, when systemd-sysusers applies it to an empty root,
