@@ -150,3 +150,31 @@ class TestStateFile:
         # Assert
         assert holder.returncode == 0
         assert os.path.exists(f"{path}.lock")
+
+    @pytest.mark.parametrize("name", ["state.json", "state.json.lock"])
+    def test_load_and_lock_fifo_is_refused_without_blocking(self, tmp_path: Path, name) -> None:
+        """Given a FIFO at the state file's path or at its lock's (no other end: opening
+        it would block), when a process locks and loads the file, then it does not hang
+        (SIGTERM could not end it there): the lock or the load is a StateFileError."""
+        # Arrange
+        os.mkfifo(tmp_path / name)
+        script = (
+            "import sys\n"
+            "from wool_idle.autoscaler.state_file import StateFile, StateFileError\n"
+            "state = StateFile(sys.argv[1])\n"
+            "try:\n"
+            "    state.lock()\n"
+            "    state.load()\n"
+            "except StateFileError as error:\n"
+            "    print(error)\n"
+        )
+        # Act
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "state.json")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert str(tmp_path / name) in result.stdout

@@ -16,10 +16,12 @@ lock on ``<path>.lock`` for the life of the process.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -90,6 +92,16 @@ def _finite(number: float) -> bool:
         return False
 
 
+def _open_regular(path: Path, flags: int) -> int:
+    """A descriptor of ``path`` opened with ``flags``; ``OSError`` unless it is a regular
+    file. Opening never blocks: a FIFO or a device there must not hang the process."""
+    descriptor = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return descriptor
+
+
 class StateFile:
     """The file at ``path`` (its directory must exist)."""
 
@@ -102,9 +114,10 @@ class StateFile:
         if another process holds it (or it cannot be taken)."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
-            handle = open(lock_path, "ab")  # noqa: SIM115 (held for the process's life)
+            descriptor = _open_regular(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         except OSError as error:
             raise StateFileError(f"cannot open {lock_path}: {error.strerror}") from None
+        handle = os.fdopen(descriptor, "ab")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -116,7 +129,7 @@ class StateFile:
         """The marks in the file; ``StateFileError`` if it is missing, unreadable,
         larger than ``MAX_BYTES`` or malformed."""
         try:
-            with open(self.path, "rb") as file:
+            with os.fdopen(_open_regular(self.path, os.O_RDONLY), "rb") as file:
                 data = file.read(MAX_BYTES + 1)
         except FileNotFoundError:
             raise StateFileError(f"{self.path}: no state file (a first start, or lost)") from None
