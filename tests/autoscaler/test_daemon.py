@@ -929,7 +929,8 @@ class TestStateFile:
     ) -> None:
         """Given an idle worker and a state file that is missing or malformed, when a
         cycle runs, then no stop is sent (the earlier process's stops are unknown): the
-        worker is held as min_age, the reason is logged, and the file is written anew."""
+        worker is held as min_age, the reason is logged, and the file is written anew,
+        with the hold."""
         # Arrange
         worker = await scripted(seconds=900.0)
         source = ScriptedSource()
@@ -947,4 +948,34 @@ class TestStateFile:
         assert worker.stop_requests == []
         assert [r.verdict for r in autoscaler.records] == [Verdict.MIN_AGE]
         assert "none is sent for 300s" in caplog.text
-        assert StateFile(path).load() == Marks()
+        written = StateFile(path).load()
+        assert (written.retiring, written.held_until is not None) == ({}, True)
+
+    async def test_restart_within_the_hold_holds_on(
+        self, make_autoscaler, scripted, tmp_path: Path
+    ) -> None:
+        """Given three idle workers, a floor of 2, an autoscaler that stopped the first,
+        its state file lost, and a new autoscaler that held every stop for it (and wrote
+        the file anew), when a third starts on that file within the hold and the first
+        worker reads busy (it drains a task that came before its stop), then the third
+        holds on too: no other worker is stopped (the lost stop is still unknown)."""
+        # Arrange
+        workers = [await scripted(seconds=900.0) for _ in range(3)]
+        source = ScriptedSource()
+        source.readings = idle_readings(*workers)
+        path = tmp_path / "state.json"
+        StateFile(path).save(Marks())
+        rule = {"max_idle": 60.0, "min_workers": 2, "source": source}
+        await make_autoscaler("", state_file=StateFile(path), **rule).once()
+        path.unlink()
+        source.readings = [replace(source.readings[0], idle=5.0), *source.readings[1:]]
+        await make_autoscaler("", state_file=StateFile(path), **rule).once()
+        third = make_autoscaler("", state_file=StateFile(path), **rule)
+        # Act
+        await third.once()
+        # Assert
+        assert [len(w.stop_requests) for w in workers] == [1, 0, 0]
+        assert {r.worker: r.verdict for r in third.records} == {
+            workers[1].address: Verdict.MIN_AGE,
+            workers[2].address: Verdict.MIN_AGE,
+        }

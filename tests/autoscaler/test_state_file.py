@@ -17,6 +17,7 @@ MARKS = Marks(
     retiring={"10.0.0.1:50051": 1_800_000_000.25},
     unreachable={"unix:/run/w.sock": 1_800_000_001.0},
     cooldown_until={"[::1]:7": 1_800_000_300.5},
+    held_until=1_800_000_200.0,
 )
 
 
@@ -38,6 +39,7 @@ MALFORMED = {
     "an empty worker": content(retiring={"": 1.0}),
     "a time as text": content(retiring={"a:1": "1.0"}),
     "a time as a boolean": content(unreachable={"a:1": True}),
+    "a hold as text": content(held_until="1800000200"),
     "a time null": content(cooldown_until={"a:1": None}),
     "NaN": content(retiring={"a:1": float("nan")}),
     "Infinity": content(retiring={"a:1": float("inf")}),

@@ -65,11 +65,12 @@ class StopMemory:
         self.planner.restore(marks, self._shift, clock=now + self._shift)
         self._written = marks
         log.info(
-            "state file %s: %d worker(s) retiring, %d unreachable, %d cooling down",
+            "state file %s: %d worker(s) retiring, %d unreachable, %d cooling down%s",
             self.file.path,
             len(marks.retiring),
             len(marks.unreachable),
             len(marks.cooldown_until),
+            "" if marks.held_until is None else "; every stop held on (min_age) as it was",
         )
 
     async def before_stop(self, worker: str) -> None:

@@ -92,6 +92,8 @@ class PolicyPlanner:
         settings = self.settings
         if now < self._held_until:  # every worker is first seen after the hold began
             settings = replace(settings, min_age=max(settings.min_age, settings.retiring_for))
+        else:  # over (or none): no longer written down
+            self._held_until = -math.inf
         result = await asyncio.to_thread(plan, planned, self.state, settings, now)
         self.state = result.state
         if len(resolved) == len(addressable):
@@ -131,13 +133,17 @@ class PolicyPlanner:
             retiring={w: t + shift for w, t in state.retiring.items()},
             unreachable={w: t + shift for w, t in self._unreachable.items()},
             cooldown_until={w: t + shift for w, t in state.cooldown_until.items()},
+            held_until=self._held_until + shift if math.isfinite(self._held_until) else None,
         )
 
     def restore(self, marks: Marks, shift: float, *, clock: float) -> None:
         """Take up the ``marks`` of an earlier process (``shift`` as for ``marks``,
         ``clock`` the Unix time now). A mark from after ``clock`` (this host's clock was
-        set back) counts from now, and a cooldown ends within ``cooldown`` from now."""
+        set back) counts from now, a cooldown ends within ``cooldown`` from now, and a
+        hold within ``retiring_for`` from now."""
         cooldown_end = clock + self.settings.cooldown
+        if marks.held_until is not None:
+            self._held_until = min(marks.held_until, clock + self.settings.retiring_for) - shift
         self.state = replace(
             self.state,
             retiring={w: min(t, clock) - shift for w, t in marks.retiring.items()},
@@ -150,7 +156,8 @@ class PolicyPlanner:
     def hold(self, now: float) -> None:
         """Stop no one for ``retiring_for`` from ``now``, before the first plan (the
         marks of an earlier process are unknown: any stop it sent is over by then).
-        A worker that would be stopped meanwhile is held back as ``min_age``."""
+        A worker that would be stopped meanwhile is held back as ``min_age``. The hold
+        is one of the ``marks``: a restart before it ends holds on."""
         self._held_until = now + self.settings.retiring_for
 
     def _superseded(self, readings: Sequence[Reading], read_at: float) -> Sequence[Reading]:

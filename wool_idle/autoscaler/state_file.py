@@ -6,7 +6,8 @@ alive for ``--min-workers`` again, and a worker the floor needs can be stopped
 for it. The file holds, in Unix time, the marks that prevent that (``Marks``).
 
 Format: one JSON object, ``{"version": 1, "retiring": {worker: t, ...},
-"unreachable": {...}, "cooldown_until": {...}}``, every ``t`` a finite number.
+"unreachable": {...}, "cooldown_until": {...}}``, every ``t`` a finite number,
+and, while stops are held (``held_until``), ``"held_until": t``.
 It is written whole to a temporary file in the same directory, flushed to disk
 and renamed over the old one, so a crash leaves the old file or the new one,
 never a part of either. One autoscaler per file: ``lock`` holds an exclusive
@@ -32,6 +33,7 @@ VERSION: Final = 1
 MAX_BYTES: Final = 64 * 1024 * 1024
 """The largest state file read (a few hundred bytes per worker marked)."""
 _KINDS: Final = ("retiring", "unreachable", "cooldown_until")
+_HELD: Final = "held_until"
 
 
 class StateFileError(Exception):
@@ -47,6 +49,9 @@ class Marks:
     retiring: Mapping[str, float] = field(default_factory=dict)
     unreachable: Mapping[str, float] = field(default_factory=dict)
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
+    held_until: float | None = None
+    """Until when no stop is sent at all: the marks of an earlier process were lost,
+    and a restart meanwhile must hold them still (``PolicyPlanner.hold``)."""
 
     def to_json(self) -> str:
         """The file's content (times rounded to the millisecond, workers sorted)."""
@@ -54,6 +59,8 @@ class Marks:
         for kind in _KINDS:
             marks: Mapping[str, float] = getattr(self, kind)
             content[kind] = {w: round(t, 3) for w, t in sorted(marks.items())}
+        if self.held_until is not None:
+            content[_HELD] = round(self.held_until, 3)
         return json.dumps(content, indent=1) + "\n"
 
     @classmethod
@@ -67,9 +74,13 @@ class Marks:
             raise StateFileError(f"not JSON: {error}") from None
         if type(content) is not dict or content.get("version") != VERSION:
             raise StateFileError(f"not a version {VERSION} state object")
-        if set(content) != {"version", *_KINDS}:
-            raise StateFileError(f"expected exactly the keys version, {', '.join(_KINDS)}")
-        return cls(*(_times(kind, content[kind]) for kind in _KINDS))
+        if set(content) - {_HELD} != {"version", *_KINDS}:
+            raise StateFileError(
+                f"expected the keys version, {', '.join(_KINDS)} (and {_HELD}) only"
+            )
+        retiring, unreachable, cooldown_until = (_times(kind, content[kind]) for kind in _KINDS)
+        held = _times(_HELD, {_HELD: content[_HELD]}) if _HELD in content else {}
+        return cls(retiring, unreachable, cooldown_until, held.get(_HELD))
 
 
 def _times(kind: str, marks: object) -> dict[str, float]:
