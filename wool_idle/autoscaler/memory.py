@@ -29,6 +29,8 @@ from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
 
 log = logging.getLogger("wool_idle.autoscaler")
 
+CLOCK_STEP: Final = 1.0
+"""Seconds the wall clock must move against the monotonic one to count as set."""
 WRITE_TIMEOUT: Final = 10.0
 """Seconds one write of the state file is waited for; longer, it counts as failed."""
 
@@ -39,7 +41,8 @@ class StopMemory:
     def __init__(self, file: StateFile, planner: PolicyPlanner, write_errors: Counter) -> None:
         self.file, self.planner, self.write_errors = file, planner, write_errors
         self._shift = time.time() - time.monotonic()
-        """Unix time minus monotonic time, fixed at start: marks change only when they do."""
+        """Unix time minus monotonic time: kept while it drifts, so marks change only when
+        they do; followed once the wall clock steps (``_wall_shift``)."""
         self._sending: dict[str, float] = {}
         """Workers whose stop is written down and sent, and when, until its result is
         recorded by the planner (``settled``)."""
@@ -100,9 +103,10 @@ class StopMemory:
 
     async def _write(self) -> None:
         async with self._lock:
-            marks = self.planner.marks(self._shift)
+            shift = self._wall_shift()
+            marks = self.planner.marks(shift)
             if self._sending:
-                sending = {w: t + self._shift for w, t in self._sending.items()}
+                sending = {w: t + shift for w, t in self._sending.items()}
                 marks = replace(marks, retiring={**sending, **marks.retiring})
             if marks == self._written:
                 return
@@ -114,3 +118,15 @@ class StopMemory:
             except TimeoutError:  # an OSError: the write goes on, in order, and may land
                 raise TimeoutError(f"no write within {WRITE_TIMEOUT:g}s") from None
             self._written = marks
+
+    def _wall_shift(self) -> float:
+        """Unix time minus monotonic time now, as far as a write goes: the marks are
+        written in the wall clock of the moment, so a clock set forward since start
+        (NTP after boot) never makes a restart read them as older than they are."""
+        shift = time.time() - time.monotonic()
+        if abs(shift - self._shift) > CLOCK_STEP:
+            log.info(
+                "the wall clock stepped by %+.3fs; the state file follows", shift - self._shift
+            )
+            self._shift = shift
+        return self._shift

@@ -1,0 +1,52 @@
+"""The planner's marks kept across restarts, on the real file system."""
+
+from __future__ import annotations
+
+import time
+import types
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter
+
+from wool_idle.autoscaler import memory as memory_module
+from wool_idle.autoscaler.memory import StopMemory
+from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.state_file import Marks, StateFile
+from wool_idle.autoscaler.verdicts import StopResult, Verdict
+
+WORKER = "127.0.0.1:50051"
+
+
+def memory_of(path: Path) -> StopMemory:
+    """A ``StopMemory`` of a new planner (no floor) on the state file at ``path``."""
+    planner = PolicyPlanner(PolicySettings(max_idle=60.0, min_workers=0))
+    errors = Counter("state_write_errors", "", registry=CollectorRegistry())
+    return StopMemory(StateFile(path), planner, errors)
+
+
+class TestStopMemory:
+    async def test_save_follows_a_wall_clock_set_forward(self, tmp_path: Path, monkeypatch) -> None:
+        """Given an autoscaler started with its wall clock an hour behind (before NTP
+        synced) that stopped a worker, when the clock is set right and the marks are
+        saved again, then a restart reads the worker as retiring: its mark is in the
+        clock of now, not an hour old."""
+        # Arrange
+        offset = [-3600.0]
+        wall = types.SimpleNamespace(time=lambda: time.time() + offset[0], monotonic=time.monotonic)
+        monkeypatch.setattr(memory_module, "time", wall)  # the wall clock: a boundary
+        path = tmp_path / "state.json"
+        StateFile(path).save(Marks())
+        earlier = memory_of(path)
+        earlier.recall()
+        earlier.planner.record(WORKER, StopResult.STOPPED, time.monotonic())
+        await earlier.save()
+        # Act
+        offset[0] = 0.0
+        await earlier.save()
+        monkeypatch.undo()
+        restarted = memory_of(path)
+        restarted.recall()
+        plan = await restarted.planner.plan([Reading(WORKER, 900.0)], time.monotonic())
+        # Assert
+        assert [d.verdict for d in plan.decisions] == [Verdict.RETIRING]
