@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import types
 from pathlib import Path
@@ -50,3 +52,41 @@ class TestStopMemory:
         plan = await restarted.planner.plan([Reading(WORKER, 900.0)], time.monotonic())
         # Assert
         assert [d.verdict for d in plan.decisions] == [Verdict.RETIRING]
+
+    def test_save_hung_on_the_file_system_never_holds_up_the_exit(self, tmp_path: Path) -> None:
+        """Given a process whose write of the state file hangs in the file system (a
+        frozen or unanswering mount: here a save that never returns, as one cannot be
+        made without root), when its write times out and the process then leaves, then
+        it exits: the hung writer thread is not waited for (SIGTERM could not end such
+        a daemon)."""
+        # Arrange
+        script = (
+            "import asyncio, sys, threading, time\n"
+            "from prometheus_client import CollectorRegistry, Counter\n"
+            "from wool_idle.autoscaler import memory\n"
+            "from wool_idle.autoscaler.planner import PolicyPlanner\n"
+            "from wool_idle.autoscaler.policy import PolicySettings\n"
+            "from wool_idle.autoscaler.state_file import StateFile\n"
+            "from wool_idle.autoscaler.verdicts import StopResult\n"
+            "class HungFileSystem(StateFile):\n"
+            "    def save(self, marks):\n"
+            "        threading.Event().wait()\n"
+            "memory.WRITE_TIMEOUT = 0.1\n"
+            "planner = PolicyPlanner(PolicySettings(max_idle=60.0))\n"
+            "planner.record('127.0.0.1:1', StopResult.STOPPED, time.monotonic())\n"
+            "registry = CollectorRegistry()\n"
+            "errors = Counter('e', '', registry=registry)\n"
+            "stop_memory = memory.StopMemory(HungFileSystem(sys.argv[1]), planner, errors)\n"
+            "asyncio.run(stop_memory.save())\n"
+            "print(f\"failed writes: {registry.get_sample_value('e_total'):g}\")\n"
+        )
+        # Act
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "state.json")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "failed writes: 1\n"
