@@ -180,3 +180,18 @@ class TestStateFile:
         # Assert
         assert result.returncode == 0, result.stderr
         assert str(tmp_path / name) in result.stdout
+
+    def test_save_through_a_symbolic_link_replaces_the_file_it_names(self, tmp_path: Path) -> None:
+        """Given the state file's path a symbolic link to a file on another volume (kept
+        across reboots), when marks are saved, then the file the link names holds them
+        and the link stays: a restart reading through it finds them."""
+        # Arrange
+        (tmp_path / "volume").mkdir()
+        target = tmp_path / "volume" / "state.json"
+        target.write_text(Marks().to_json())
+        (tmp_path / "state.json").symlink_to(target)
+        # Act
+        StateFile(tmp_path / "state.json").save(MARKS)
+        # Assert
+        assert (tmp_path / "state.json").is_symlink()
+        assert StateFile(target).load() == MARKS

@@ -114,10 +114,12 @@ def _open_regular(path: Path, flags: int) -> int:
 
 
 class StateFile:
-    """The file at ``path`` (its directory must exist)."""
+    """The file at ``path`` (its directory must exist). A symbolic link there is
+    followed once, at start: the file it names is the one locked, read and replaced
+    (replacing the link itself would leave that file behind, stale)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = Path(os.path.realpath(path))
         self._lock: IO[bytes] | None = None
 
     def lock(self) -> None:
