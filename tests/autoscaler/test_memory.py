@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import types
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter
+from support.processes import run_python
 
 from wool_idle.autoscaler import memory as memory_module
 from wool_idle.autoscaler.memory import StopMemory
@@ -81,12 +80,7 @@ class TestStopMemory:
             "print(f\"failed writes: {registry.get_sample_value('e_total'):g}\")\n"
         )
         # Act
-        result = subprocess.run(
-            [sys.executable, "-c", script, str(tmp_path / "state.json")],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = run_python(script, str(tmp_path / "state.json"))
         # Assert
         assert result.returncode == 0, result.stderr
         assert result.stdout == "failed writes: 1\n"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.processes import run_python
 
 from wool_idle.autoscaler import state_file as state_file_module
 from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
@@ -171,12 +172,7 @@ class TestStateFile:
             "    print(error)\n"
         )
         # Act
-        result = subprocess.run(
-            [sys.executable, "-c", script, str(tmp_path / "state.json")],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = run_python(script, str(tmp_path / "state.json"))
         # Assert
         assert result.returncode == 0, result.stderr
         assert str(tmp_path / name) in result.stdout

@@ -25,6 +25,18 @@ def run_cli(
     )
 
 
+def run_python(script: str, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with ``args`` in a fresh interpreter to completion (one that hangs
+    is killed after ``timeout``: ``TimeoutExpired``) and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def spawn_cli(args: Sequence[str], **kwargs: object) -> subprocess.Popen[str]:
     """Start ``wool-idle ARGS`` in the background with piped stdout and stderr."""
     return subprocess.Popen(
