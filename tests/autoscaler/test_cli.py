@@ -322,6 +322,22 @@ def idle_text(*workers) -> str:
     )
 
 
+def once_with_state(url: str, state: Path, *, min_workers: int) -> list[str]:
+    """`autoscaler --once` over ``url`` with ``--state-file state``, max idle 1m."""
+    return [
+        "autoscaler",
+        "--once",
+        "--metrics-url",
+        url,
+        "--max-idle",
+        "1m",
+        "--min-workers",
+        str(min_workers),
+        "--state-file",
+        str(state),
+    ]
+
+
 class TestStateFileCli:
     async def test_second_once_counts_the_first_ones_stop_retiring(
         self, scripted, serve_text, tmp_path: Path
@@ -335,18 +351,7 @@ class TestStateFileCli:
         workers = [await scripted(seconds=900.0) for _ in range(3)]
         url = await serve_text(idle_text(*workers))
         state = tmp_path / "state.json"
-        once = [
-            "autoscaler",
-            "--once",
-            "--metrics-url",
-            url,
-            "--max-idle",
-            "1m",
-            "--min-workers",
-            "2",
-            "--state-file",
-            str(state),
-        ]
+        once = once_with_state(url, state, min_workers=2)
         state.write_text('{"version": 1, "retiring": {}, "unreachable": {}, "cooldown_until": {}}')
         # Act
         first = await asyncio.to_thread(run_cli, once)
@@ -369,21 +374,7 @@ class TestStateFileCli:
         state = tmp_path / "state.json"
         state.write_text("{garbage")
         # Act
-        result = await asyncio.to_thread(
-            run_cli,
-            [
-                "autoscaler",
-                "--once",
-                "--metrics-url",
-                url,
-                "--max-idle",
-                "1m",
-                "--min-workers",
-                "0",
-                "--state-file",
-                str(state),
-            ],
-        )
+        result = await asyncio.to_thread(run_cli, once_with_state(url, state, min_workers=0))
         # Assert
         assert result.returncode == 0, result.stderr
         assert worker.stop_requests == []
