@@ -79,8 +79,8 @@ class Marks:
                 f"expected the keys version, {', '.join(_KINDS)} (and {_HELD}) only"
             )
         retiring, unreachable, cooldown_until = (_times(kind, content[kind]) for kind in _KINDS)
-        held = _times(_HELD, {_HELD: content[_HELD]}) if _HELD in content else {}
-        return cls(retiring, unreachable, cooldown_until, held.get(_HELD))
+        held = _time(_HELD, content[_HELD]) if _HELD in content else None
+        return cls(retiring, unreachable, cooldown_until, held)
 
 
 def _times(kind: str, marks: object) -> dict[str, float]:
@@ -90,10 +90,15 @@ def _times(kind: str, marks: object) -> dict[str, float]:
     for worker, at in marks.items():
         if not worker:
             raise StateFileError(f"{kind}: an empty worker")
-        if type(at) not in (int, float) or not _finite(at):
-            raise StateFileError(f"{kind}: {worker!r}: not a finite number of seconds")
-        times[worker] = float(at)
+        times[worker] = _time(f"{kind}: {worker!r}", at)
     return times
+
+
+def _time(what: str, at: object) -> float:
+    """``at`` as seconds; ``StateFileError`` naming ``what`` unless a finite number."""
+    if isinstance(at, bool) or not isinstance(at, int | float) or not _finite(at):
+        raise StateFileError(f"{what}: not a finite number of seconds")
+    return float(at)
 
 
 def _finite(number: float) -> bool:
