@@ -154,6 +154,36 @@ class TestStateFile:
         assert holder.returncode == 0
         assert os.path.exists(f"{path}.lock")
 
+    def test_lock_removes_what_a_process_killed_while_saving_left(self, tmp_path: Path) -> None:
+        """Given a process SIGKILLed while saving (its temporary file written, not yet
+        renamed), when the next process locks the file, then the temporary file is gone,
+        the old marks load, and a file of the operator's beside it stays."""
+        # Arrange
+        path = tmp_path / "state.json"
+        StateFile(path).save(MARKS)
+        (tmp_path / ".state.json.swp").write_text("the operator's")
+        script = (
+            "import os, signal, sys\n"
+            "from wool_idle.autoscaler import state_file\n"
+            "state = state_file.StateFile(sys.argv[1])\n"
+            "state.lock()\n"
+            "state_file.os.replace = lambda *_: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "state.save(state_file.Marks())\n"
+        )
+        killed = run_python(script, str(path))
+        left = sorted(p.name for p in tmp_path.iterdir())
+        # Act
+        StateFile(path).lock()
+        # Assert
+        assert killed.returncode == -9, killed.stderr
+        assert len(left) == 4 and [n for n in left if n.endswith(".tmp")], left
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            ".state.json.swp",
+            "state.json",
+            "state.json.lock",
+        ]
+        assert StateFile(path).load() == MARKS
+
     @pytest.mark.parametrize("name", ["state.json", "state.json.lock"])
     def test_load_and_lock_fifo_is_refused_without_blocking(self, tmp_path: Path, name) -> None:
         """Given a FIFO at the state file's path or at its lock's (no other end: opening

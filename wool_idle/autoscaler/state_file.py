@@ -11,7 +11,8 @@ and, while stops are held (``held_until``), ``"held_until": t``.
 It is written whole to a temporary file in the same directory, flushed to disk
 and renamed over the old one, so a crash leaves the old file or the new one,
 never a part of either. One autoscaler per file: ``lock`` holds an exclusive
-lock on ``<path>.lock`` for the life of the process.
+lock on ``<path>.lock`` for the life of the process, and removes the temporary
+files a process killed while writing left behind.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ MAX_BYTES: Final = 64 * 1024 * 1024
 """The largest state file read (a few hundred bytes per worker marked)."""
 _KINDS: Final = ("retiring", "unreachable", "cooldown_until")
 _HELD: Final = "held_until"
+_TEMPORARY_SUFFIX: Final = ".tmp"
+"""Ends the name of a temporary file ``save`` writes (``.<name>.XXXXXXXX.tmp``)."""
 
 
 class StateFileError(Exception):
@@ -142,6 +145,29 @@ class StateFile:
             handle.close()
             raise StateFileError(f"{self.path} is in use by another autoscaler") from None
         self._lock = handle
+        self._remove_temporaries()
+
+    @property
+    def _temporary_prefix(self) -> str:
+        return f".{self.path.name}."
+
+    def _remove_temporaries(self) -> None:
+        """Remove the temporary files of ``save`` that a process killed while writing
+        left beside the file (only this lock's holder writes them, so none is in use);
+        a file that cannot be removed stays. Other files are never touched."""
+        prefix = self._temporary_prefix
+        length = len(prefix) + 8 + len(_TEMPORARY_SUFFIX)  # mkstemp's 8 random characters
+        with contextlib.suppress(OSError), os.scandir(self.path.parent) as entries:
+            for entry in entries:
+                name = entry.name
+                if (
+                    len(name) == length
+                    and name.startswith(prefix)
+                    and name.endswith(_TEMPORARY_SUFFIX)
+                    and entry.is_file(follow_symlinks=False)
+                ):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
 
     def load(self) -> Marks:
         """The marks in the file; ``StateFileError`` if it is missing, unreadable,
@@ -166,7 +192,9 @@ class StateFile:
         """Replace the file's content with ``marks``, atomically and durably; ``OSError``
         if it cannot be written (the old content then stays)."""
         directory = self.path.parent
-        handle, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=directory)
+        handle, temporary = tempfile.mkstemp(
+            prefix=self._temporary_prefix, suffix=_TEMPORARY_SUFFIX, dir=directory
+        )
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as file:
                 file.write(marks.to_json())
