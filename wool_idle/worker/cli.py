@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
-from wool_idle.cli.parser import Parser, help_from_docstring
+from wool_idle.cli.parser import Parser
 from wool_idle.cli.serve import serve_until_signal
 from wool_idle.cli.tls_flags import add_server_tls_flags, server_tls
 from wool_idle.cli.values import GRACE, LISTEN_ADDRESS, TEXT, Value, whole_number
@@ -31,13 +31,23 @@ from wool_idle.worker.tls import ServerTls
 
 log = logging.getLogger("wool_idle.worker")
 IDENTITY: Final = Value("IDENTITY", TEXT.parse)
+DESCRIPTION: Final = (
+    "Run a worker until a stop RPC or SIGTERM/SIGINT has drained it (--grace). Prints the "
+    "address clients should use on one line once it serves. A task that raises SystemExit "
+    "or KeyboardInterrupt (itself, in a task it starts, in a callback it schedules) fails "
+    "alone; a task that stops the event loop (loop.stop()) has it run again; an exit that "
+    "still ends the event loop (one raised by a signal handler a task installed) is logged "
+    "and the worker exits 70 rather than hang. Once it stops serving, what its tasks left "
+    f"behind gets {LEAVING_TIME:g} seconds to end; past them the worker exits anyway. SIGHUP "
+    "is logged and ignored. Exit status: 0 once stopped, 1 if it cannot listen, 2 on a bad "
+    "flag or variable, 70 as above."
+)
+"""The worker's ``--help`` text: what an operator sees of ``run_worker``'s contract."""
 
 
 def register(parser: Parser) -> None:
     """Add the worker's subcommands to the top-level parser."""
-    worker = parser.add_subcommand(
-        "worker", help="run a worker", description=help_from_docstring(run_worker.__doc__)
-    )
+    worker = parser.add_subcommand("worker", help="run a worker", description=DESCRIPTION)
     serving = worker.section("serving")
     serving.add(
         "--listen",
@@ -83,14 +93,8 @@ def _authorization(parser: Parser, args: argparse.Namespace) -> MethodPolicy:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    """Run a worker until a stop RPC or SIGTERM/SIGINT has drained it.
-
-    Prints the address clients should use on one line once it serves. A task
-    that raises SystemExit or KeyboardInterrupt (itself, in a task it starts,
-    in a callback it schedules) fails alone; a task that stops the event loop
-    (``loop.stop()``) has it run again; an exit that still ends the event
-    loop (one raised by a signal handler a task installed) is logged and the
-    worker exits 70 rather than hang. In a process of its own
+    """Run a worker until a stop RPC or SIGTERM/SIGINT has drained it, as
+    ``DESCRIPTION`` says, and return its exit status. In a process of its own
     (``args.own_process``), once it stops serving, asyncio's clean-up and the
     interpreter's exit get ``LEAVING_TIME``; past it the process exits with its
     status, whatever tasks or threads it left (``ExitDeadline``). Called
