@@ -1,4 +1,4 @@
-"""The package's public surface and the import rules of DESIGN.md."""
+"""The package's public surface and the import rules of docs/architecture.md."""
 
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ class TestAlertRules:
 
     def test_alerts_present_annotated_and_linked(self) -> None:
         """Given the rules, then the twelve alerts exist, each with summary, description
-        and a runbook_url into an existing section of docs/operations.md, and none
-        uses keep_firing_for."""
+        and a runbook_url into its own section of docs/operations.md (the heading is
+        the alert's name), and none uses keep_firing_for."""
         # Arrange
         anchors = {
             re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
@@ -77,6 +77,7 @@ class TestAlertRules:
             assert annotations["summary"] and annotations["description"]
             path, _, anchor = annotations["runbook_url"].partition("#")
             assert path.endswith("docs/operations.md") and anchor in anchors
+            assert anchor == rule["alert"].lower()
 
     @pytest.mark.parametrize("alert", ["WoolWorkerIdle"])
     def test_idle_alert_for_is_short(self, alert: str) -> None:
