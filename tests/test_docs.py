@@ -232,6 +232,27 @@ class TestNamesInDocs:
         # Assert
         assert wrong == []
 
+    def test_every_test_named_exists(self) -> None:
+        """Given every doc, then each test or test class it names as holding a promise
+        (`test_...`, `Test...`) is defined under tests/."""
+        # Arrange
+        defined = {
+            node.name
+            for path in (ROOT / "tests").rglob("test_*.py")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        }
+        # Act
+        wrong = [
+            f"{where(path, text, m.start())}: {m.group(1)}"
+            for path in documents()
+            for text in [path.read_text()]
+            for m in re.finditer(r"`(test_\w+|Test[A-Z]\w+)`", text)
+            if m.group(1) not in defined
+        ]
+        # Assert
+        assert wrong == []
+
 
 class TestOperatorDocsComplete:
     @pytest.mark.parametrize(
