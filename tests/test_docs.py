@@ -5,9 +5,10 @@ the deploy files and the dashboards are checked against the code as it is: every
 flag they name is a flag (of the subcommand a command line names), every
 ``WOOL_IDLE_*`` variable is one a subcommand reads, every ``wool_*`` series is
 one the code defines (a counter only with ``_total``), every link and anchor
-resolves, every repository path exists, and docs/architecture.md names every
-module. The other way round, every flag and every series is in the README or
-docs/operations.md.
+resolves, every repository path and every test named exists, and
+docs/architecture.md names every module. The other way round, every flag and
+every series is in the README or docs/operations.md. Each subcommand's --help
+names none of the code's own constants.
 """
 
 from __future__ import annotations
