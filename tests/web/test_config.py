@@ -25,7 +25,7 @@ HEADERS_OK = (
 )
 
 # (name, file content, accepted): promtool check web-config and wool-idle agree.
-# Rows 01-41 are the table of /work/notes/ops.md (28 is in DIVERGENT); 42- are added.
+# Rows 01-41 came from a survey of exporter-toolkit's checks (28 is in DIVERGENT); 42- were added.
 AGREED: list[tuple[str, str, bool]] = [
     ("01_empty", "", True),
     ("02_users_only", f"basic_auth_users: {{alice: '$2b$10${SALTED}'}}", True),
