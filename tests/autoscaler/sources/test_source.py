@@ -81,6 +81,29 @@ class TestFetch:
             with pytest.raises(SourceError):
                 await fetch(session, str(server.make_url("/")), {}, 2.0, json_body=json_body)
 
+    @pytest.mark.parametrize("charset", ["punycode", "utf-16", "latin-1"])
+    async def test_fetch_reads_text_as_utf8_whatever_the_charset(
+        self, aiohttp_server, charset: str
+    ) -> None:
+        """Given exposition text (UTF-8, as the format is) served with another charset
+        in its Content-Type (one, punycode, decodes in time quadratic in the body:
+        a megabyte froze the event loop for hours), when fetched as text, then it is
+        read as UTF-8, as Prometheus reads it."""
+        # Arrange
+        text = 'wool_worker_idle_seconds{worker="127.0.0.1:1",pool="caf\u00e9"} 500\n'
+
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(
+                body=text.encode(), headers={"Content-Type": f"text/plain; charset={charset}"}
+            )
+
+        base = await serve_every_path(aiohttp_server, answer)
+        async with aiohttp.ClientSession() as session:
+            # Act
+            body = await fetch(session, base, {}, 2.0, json_body=False)
+        # Assert
+        assert body == text
+
 
 MiB = 1024 * 1024
 IDLE_ROW = 'wool_worker_idle_seconds{worker="127.0.0.1:%d"} 500\n'

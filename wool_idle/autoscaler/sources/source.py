@@ -1,5 +1,7 @@
 """What a source is, how it fails, and the one HTTP GET both sources make.
 
+Text is UTF-8, as Prometheus reads it: a ``charset`` in the answer's
+Content-Type is not heeded (some codecs, punycode, decode in quadratic time).
 A body is read up to ``max_bytes`` (after any decompression): one over it is a
 ``SourceError``, so an endless or huge answer costs at most that much memory
 and stops no one. Bodies are decoded (JSON) on a thread, off the event loop,
@@ -60,8 +62,8 @@ async def fetch(
             body = await _body(response, url, max_bytes)
             if json_body:
                 return await asyncio.to_thread(json.loads, body)
-            return body.decode(response.charset or "utf-8")
-    except (aiohttp.ClientError, TimeoutError, ValueError, LookupError, RecursionError) as error:
+            return body.decode()  # the text format is UTF-8, whatever the charset says
+    except (aiohttp.ClientError, TimeoutError, ValueError, RecursionError) as error:
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
 
 
