@@ -194,6 +194,26 @@ class TestParseExposition:
         # Assert
         assert readings == [Reading("a:1", 500.0)]
 
+    @pytest.mark.parametrize("kind", ["summary", "histogram"])
+    def test_parse_exposition_reads_no_value_from_a_summary_or_histogram(self, kind: str) -> None:
+        """Given an idle family typed summary or histogram (its samples are
+        ``_count``, ``_sum``, ``_bucket``: no idle value, and Prometheus stores them as
+        series of other names), when parsed, then no idle value is read from them."""
+        # Arrange
+        text = (
+            f"# TYPE wool_worker_idle_seconds {kind}\n"
+            'wool_worker_idle_seconds_bucket{worker="a:1",le="+Inf"} 5000\n'
+            'wool_worker_idle_seconds_count{worker="a:1"} 5000\n'
+            "# TYPE wool_worker_up gauge\n"
+            'wool_worker_up{worker="a:1"} 1\n'
+        )
+        if kind == "summary":
+            text = text.replace("_bucket", "_sum").replace(',le="+Inf"', "")
+        # Act
+        readings = parse_exposition(text)
+        # Assert
+        assert readings == [Reading("a:1", None, supported=False)]
+
 
 class TestExporterSource:
     async def test_read_over_http(self, serve_text) -> None:

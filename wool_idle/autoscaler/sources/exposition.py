@@ -26,7 +26,9 @@ def parse_exposition(
     sample carries a timestamp (text from ``/federate``, a Pushgateway or a
     caching proxy): then it is now, by this host's clock, less that timestamp.
     A worker with no idle sample takes the age of its ``idle_supported`` one.
-    Each reading's group is the values of its series' ``group_by`` labels.
+    Each reading's group is the values of its series' ``group_by`` labels. Only
+    samples named as their family count: a summary's or histogram's ``_count``,
+    ``_sum`` and ``_bucket`` (series of other names in Prometheus) are no value.
     """
     samples = SamplesByWorker(group_by)
     add, place = samples.add, samples.place  # bound once: a loop per sample
@@ -39,6 +41,8 @@ def parse_exposition(
                 continue
             ages = stamped.get(family.name)
             for sample in family.samples:
+                if sample.name != family.name:  # a summary's or histogram's _count, _sum
+                    continue
                 labels = sample.labels
                 worker = labels.get(WORKER_LABEL)
                 if worker is None or (selectors and not all(s.matches(labels) for s in selectors)):
