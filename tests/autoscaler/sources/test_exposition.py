@@ -10,6 +10,7 @@ import pytest
 from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.sources import ExporterSource, Selector, SourceError, parse_exposition
+from wool_idle.autoscaler.sources.exposition import MAX_LINE
 from wool_idle.autoscaler.verdicts import Verdict
 
 EXPOSITION = """\
@@ -213,6 +214,21 @@ class TestParseExposition:
         readings = parse_exposition(text)
         # Assert
         assert readings == [Reading("a:1", None, supported=False)]
+
+    def test_parse_exposition_line_over_the_cap_raises(self) -> None:
+        """Given a line longer than ``MAX_LINE`` (the parser's time grows with the
+        square of a line's length: 64 MiB of escaped quotes in one label value took
+        it some twelve hours), when parsed, then SourceError, and a line at the cap
+        still reads."""
+        # Arrange
+        row = 'wool_worker_idle_seconds{worker="a:1",note="%s"} 500'
+        padding = MAX_LINE - len(row % "") - 1  # the newline counts
+        # Act / Assert
+        assert parse_exposition(row % ("x" * padding) + "\n") == [
+            Reading("a:1", 500.0, up=False, supported=False)
+        ]
+        with pytest.raises(SourceError, match="longer than"):
+            parse_exposition(row % ("x" * (padding + 1)) + "\n")
 
 
 class TestExporterSource:

@@ -4,17 +4,24 @@ parsed on a thread (see ``source``)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Final, TextIO, cast
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
+
+MAX_LINE: Final = 64 * 1024
+"""The longest line of exposition text read, in characters (newline included). The
+parser's time grows with the square of a line's length (64 MiB of escaped quotes in
+one label value: hours); capped, a body costs at most a few times a normal one."""
 
 
 def parse_exposition(
@@ -29,13 +36,14 @@ def parse_exposition(
     Each reading's group is the values of its series' ``group_by`` labels. Only
     samples named as their family count: a summary's or histogram's ``_count``,
     ``_sum`` and ``_bucket`` (series of other names in Prometheus) are no value.
+    A line longer than ``MAX_LINE`` is a ``SourceError``.
     """
     samples = SamplesByWorker(group_by)
     add, place = samples.add, samples.place  # bound once: a loop per sample
     stamped: dict[str, Values] = {IDLE_SECONDS: {}, IDLE_SUPPORTED: {}}
     now = time.time()
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_fd_to_metric_families(cast(TextIO, _lines(text))):
             values = samples.by_series.get(family.name)
             if values is None:
                 continue
@@ -57,6 +65,15 @@ def parse_exposition(
     samples.ages.update(stamped[IDLE_SUPPORTED])
     samples.ages.update(stamped[IDLE_SECONDS])
     return samples.readings(default_age=0.0)
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text``, as the parser reads them; ``ValueError`` at one longer
+    than ``MAX_LINE``."""
+    for line in io.StringIO(text):
+        if len(line) > MAX_LINE:
+            raise ValueError(f"a line longer than {MAX_LINE} characters")
+        yield line
 
 
 class ExporterSource:
