@@ -230,6 +230,18 @@ class TestParseExposition:
         with pytest.raises(SourceError, match="longer than"):
             parse_exposition(row % ("x" * (padding + 1)) + "\n")
 
+    def test_parse_exposition_error_keeps_the_log_short(self) -> None:
+        """Given a malformed line of 60,000 characters (the parser's message quotes it
+        whole, and the daemon logs it every cycle), when parsed, then the SourceError's
+        message is short."""
+        # Arrange
+        text = "bad " + "x" * 60_000 + "\n"
+        # Act
+        with pytest.raises(SourceError) as raised:
+            parse_exposition(text)
+        # Assert
+        assert len(str(raised.value)) < 300
+
 
 class TestExporterSource:
     async def test_read_over_http(self, serve_text) -> None:

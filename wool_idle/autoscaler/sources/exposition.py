@@ -23,6 +23,9 @@ MAX_LINE: Final = 64 * 1024
 parser's time grows with the square of a line's length (64 MiB of escaped quotes in
 one label value: hours); capped, a body costs at most a few times a normal one."""
 
+ERROR_TEXT: Final = 200
+"""Characters of the parser's error message a ``SourceError`` keeps."""
+
 
 def parse_exposition(
     text: str, selectors: Sequence[Selector] = (), group_by: Sequence[str] = ()
@@ -61,7 +64,8 @@ def parse_exposition(
                 if group_by:
                     place(worker, labels)
     except Exception as error:  # the parser raises several types on bad input
-        raise SourceError(f"malformed exposition text: {error}") from None
+        # The parser's message quotes the whole bad line: kept short for the log.
+        raise SourceError(f"malformed exposition text: {str(error)[:ERROR_TEXT]}") from None
     samples.ages.update(stamped[IDLE_SUPPORTED])
     samples.ages.update(stamped[IDLE_SECONDS])
     return samples.readings(default_age=0.0)
