@@ -120,6 +120,29 @@ class TestProber:
         assert [w.idle_calls for w in workers] == [1] * 7
         await prober.close()
 
+    async def test_fan_out_hung_workers_never_hold_the_lanes_from_the_others(
+        self, scripted
+    ) -> None:
+        """Given twice as many hung workers as lanes, listed before a healthy one, when
+        fanned out over four times, then once every hung worker has missed a deadline
+        (two rounds: the first rounds cannot know), every round asks the healthy one
+        first and it has its idle value; the hung ones miss the deadline, and the
+        results come in the targets' order."""
+        # Arrange
+        hung = [await scripted(hang=True) for _ in range(4)]
+        healthy = await scripted(seconds=7.0)
+        targets = [Target(w.address) for w in (*hung, healthy)]
+        prober = Prober(tls=None, timeout=5.0, concurrency=2)
+        for _ in range(2):
+            await prober.fan_out(targets, 1.0)
+        # Act
+        rounds = [await prober.fan_out(targets, 1.0) for _ in range(2)]
+        # Assert
+        for results in rounds:
+            assert [r.idle for r in results] == [None] * 4 + [7.0]
+            assert [r.error for r in results] == [ErrorReason.DEADLINE] * 4 + [None]
+        await prober.close()
+
     async def test_fan_out_call_cut_off_is_that_targets_failure(self, scripted) -> None:
         """Given a target whose call is cancelled under the probe (its channel closed)
         and a healthy one, when fanned out, then the round completes: the first is

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -68,6 +69,9 @@ class Prober:
         self._listeners: list[Listener] = []
         self._configured: Sequence[Target] | None = None
         self._logged: set[type[BaseException]] = set()
+        self._took: dict[str, float] = {}
+        """How long each target of the last round took when last asked (inf: it missed
+        the deadline), which decides the order of the next round."""
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener`` with the results of every fan-out and ``/probe``."""
@@ -115,18 +119,33 @@ class Prober:
 
     async def _run(self, targets: Sequence[Target], budget: float, results: Results) -> None:
         """One round: ``concurrency`` lanes take the targets in turn from one iterator
-        (no task per target), each filling in its target's result as it comes."""
+        (no task per target), each filling in its target's result as it comes.
+
+        Lanes take first the targets that answered when last asked, fastest first,
+        then those never asked (new, or left without time), then those that missed
+        the deadline: a hung worker holds a lane up to the deadline, and as many of
+        them as lanes, taken first, would leave every other target without time."""
         started = time.monotonic()
         deadline = started + budget
-        pending = iter(targets)
+        took, unknown = self._took, self.timeout
+        pending = iter(sorted(targets, key=lambda t: took.get(t.address, unknown)))
         probe = self.probe
+        kept: dict[str, float] = {}
 
         async def lane() -> None:
             for target in pending:
-                results[target.address] = await probe(target, deadline)
+                address = target.address
+                asked = time.monotonic() < deadline
+                results[address] = result = await probe(target, deadline)
+                if asked:
+                    missed = result.error is ErrorReason.DEADLINE
+                    kept[address] = math.inf if missed else result.duration
+                elif address in took:
+                    kept[address] = took[address]
 
         await asyncio.gather(*(lane() for _ in range(min(self.concurrency, len(targets)))))
         self.last = results  # every lane is done: nothing writes to it any more
+        self._took = kept
         self._announce(list(results.values()), time.monotonic() - started)
 
     async def probe(self, target: Target, deadline: float, *, adhoc: bool = False) -> ProbeResult:
