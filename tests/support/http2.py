@@ -1,8 +1,10 @@
 """A real HTTP/2 server on loopback that is no gRPC server: every request is answered
 with one HTTP status and no gRPC status (a web server, a proxy's error page, another
-service that took the port). Frames are written by hand (prior knowledge, no TLS),
-enough for gRPC's client: SETTINGS and PING acknowledged, each request's HEADERS
-answered by a HEADERS frame that ends the stream. Use it as
+service that took the port), or with a ``grpc_status`` but never a message (a gRPC
+"trailers-only" answer, which with status 0 says OK and carries no reply). Frames
+are written by hand (prior knowledge, no TLS), enough for gRPC's client: SETTINGS
+and PING acknowledged, each request's HEADERS answered by a HEADERS frame that
+ends the stream. Use it as
 ``async with PlainHttp2Server(404) as server`` and dial ``server.address``.
 """
 
@@ -38,11 +40,19 @@ def _status_block(status: int) -> bytes:
     return bytes([0x08, len(digits)]) + digits  # literal, name ``:status`` (index 8)
 
 
-class PlainHttp2Server:
-    """Answers every HTTP/2 request with ``status`` (no ``grpc-status``)."""
+def _literal(name: bytes, value: bytes) -> bytes:
+    """An HPACK header, literal name and value (short ones: lengths under 127)."""
+    return bytes([0x00, len(name)]) + name + bytes([len(value)]) + value
 
-    def __init__(self, status: int) -> None:
+
+class PlainHttp2Server:
+    """Answers every HTTP/2 request with ``status`` (and ``grpc-status`` if given)."""
+
+    def __init__(self, status: int, grpc_status: int | None = None) -> None:
         self.block = _status_block(status)
+        if grpc_status is not None:
+            self.block += _literal(b"content-type", b"application/grpc")
+            self.block += _literal(b"grpc-status", str(grpc_status).encode())
         self.address = ""
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 
@@ -10,6 +11,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.http2 import PlainHttp2Server
 from support.raw import UNDECODABLE, RawWorker
 from support.scripted import ScriptedWorker
 from support.tasks import (
@@ -32,7 +34,7 @@ from wool_idle.exceptions import (
     TransientRpcError,
     WoolError,
 )
-from wool_idle.proto import Ack, Response
+from wool_idle.proto import Ack, IdleTime, Request, Response, StopRequest
 from wool_idle.worker import IdleReport, WorkerConnection, WorkerService
 from wool_idle.worker.channels import pool
 
@@ -289,6 +291,59 @@ class TestUndecodableReplies:
         expected = {"dispatch": "Response", "stop": "Void"}.get(method, "IdleTime")
         assert f"does not decode as {expected}" in str(error)
         assert error.method == method.removesuffix("_time").removesuffix("_report")
+
+    @pytest.mark.parametrize(
+        "reply",
+        [
+            StopRequest(timeout=1e9).SerializeToString(),  # seconds as a float
+            Request(task_id="x").SerializeToString(),  # seconds as a string
+            b"\x08\x80\x94\xeb\xdc\x03",  # seconds as a varint
+            IdleTime(seconds=1e9).SerializeToString() + b"\x92\xf1\x04\x00",
+        ],
+        ids=["stop-request", "request", "varint", "conditional-stop-as-bytes"],
+    )
+    async def test_idle_field_of_another_wire_type_is_malformed(self, reply: bytes) -> None:
+        """Given a worker answering idle with bytes where a field of IdleTime has a
+        wire type it cannot have (another message's bytes), when its idle time is
+        asked, then MalformedReply names the field: never the default 0 (busy)."""
+        # Arrange
+        async with RawWorker(reply=reply) as worker, WorkerConnection(worker.address) as connection:
+            # Act
+            with pytest.raises(MalformedReply) as raised:
+                await connection.idle_report(timeout=5)
+        # Assert
+        assert "does not decode as IdleTime: field" in str(raised.value)
+
+    async def test_idle_unknown_fields_of_other_numbers_are_kept_out_of_the_way(self) -> None:
+        """Given a worker answering idle with its value and a field IdleTime does not
+        have (a later version's), when its idle time is asked, then the value."""
+        # Arrange
+        reply = IdleTime(seconds=12.5).SerializeToString() + b"\x98\x06\x01"  # field 99
+        # Act
+        async with RawWorker(reply=reply) as worker, WorkerConnection(worker.address) as connection:
+            report = await connection.idle_report(timeout=5)
+        # Assert
+        assert report == IdleReport(12.5, False)
+
+    @pytest.mark.parametrize("method", ["idle_time", "stop"])
+    async def test_status_ok_without_a_message_is_malformed_and_logs_no_traceback(
+        self, method: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given a server answering status OK with no message at all (trailers only),
+        when idle or stop is called, then MalformedReply says so, and gRPC logs no
+        traceback of a decoder that failed."""
+        # Arrange
+        caplog.set_level(logging.WARNING, logger="grpc")
+        async with (
+            PlainHttp2Server(200, grpc_status=0) as server,
+            WorkerConnection(server.address) as connection,
+        ):
+            # Act
+            with pytest.raises(MalformedReply) as raised:
+                await getattr(connection, method)(timeout=5)
+        # Assert
+        assert "a status OK without a message" in str(raised.value)
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []
 
     async def test_dispatch_replies_out_of_order_is_malformed(self) -> None:
         """Given a worker answering a dispatch with two Acks, when a task is

@@ -4,6 +4,11 @@ fail to decode inside gRPC.
 gRPC logs a traceback and hands the caller ``None`` when a reply does not
 parse. The stubs here decode it themselves: a reply that does not parse
 arrives as ``Undecodable``, which ``decoded`` turns into ``MalformedReply``.
+So does a status OK that came without a message (gRPC hands the decoder
+``None``), and bytes that carry a field of the message with a wire type the
+field cannot have: protobuf keeps such a field as unknown and reads the
+field's default, so another message's bytes (a ``float`` where ``IdleTime``
+has its ``double seconds``) would read as an idle time of 0, a busy worker.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Literal, TypeVar, overload
 
 import grpc
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from wool_idle.exceptions import MalformedReply
 from wool_idle.proto import DISPATCH, IDLE, STOP, IdleTime, Request, Response, StopRequest, Void
@@ -30,12 +36,25 @@ class Undecodable:
     reason: str
 
 
-def _decoder(message_type: type[M]) -> Callable[[bytes], M | Undecodable]:
-    def decode(data: bytes) -> M | Undecodable:
+def _decoder(message_type: type[M]) -> Callable[[bytes | None], M | Undecodable]:
+    name = message_type.DESCRIPTOR.name
+    fields = message_type.DESCRIPTOR.fields_by_number
+
+    def decode(data: bytes | None) -> M | Undecodable:
+        if data is None:
+            return Undecodable(name, 0, "a status OK without a message")
         try:
-            return message_type.FromString(data)
+            message = message_type.FromString(data)
         except DecodeError as error:
-            return Undecodable(message_type.DESCRIPTOR.name, len(data), str(error))
+            return Undecodable(name, len(data), str(error))
+        unknowns = UnknownFieldSet(message)
+        for unknown in (unknowns[i] for i in range(len(unknowns))):
+            field = fields.get(unknown.field_number)
+            if field is not None:
+                return Undecodable(
+                    name, len(data), f"field {field.name} has wire type {unknown.wire_type}"
+                )
+        return message
 
     return decode
 
