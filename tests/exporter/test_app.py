@@ -30,9 +30,10 @@ from wool_idle.exporter.app import (
     create_app,
     scrape_budget,
 )
-from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
+from wool_idle.exporter.connections import CHANNEL_OPTIONS, MAX_REPLY_BYTES, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
+from wool_idle.proto import IdleTime
 from wool_idle.web.metrics import process_registry
 from wool_idle.worker import ClientTls, LocalWorker, WorkerConnection
 
@@ -270,6 +271,26 @@ class TestMetricsEndpoint:
         assert by_worker(text, "wool_worker_idle_seconds") == {healthy.address: 8.0}
         assert by_worker(text, "wool_worker_up") == {garbled.address: 0, healthy.address: 1}
         reason = frozenset({("reason", "invalid_reply")})
+        assert samples(text)[("wool_exporter_probe_errors_total", reason)] == 1
+
+    async def test_metrics_oversize_reply_is_that_workers_failure(self, exporter, scripted) -> None:
+        """Given a worker whose idle reply is a valid idle time padded with a 1 MiB
+        field of no meaning (a hostile target makes the exporter take in that much on
+        every scrape), when /metrics is scraped, then that worker shows down with no
+        idle series and the healthy one keeps its value."""
+        # Arrange
+        padding = length_delimited(15, bytes(1 << 20))  # a field IdleTime does not have
+        bloated = await scripted(reply=IdleTime(seconds=900.0).SerializeToString() + padding)
+        healthy = await scripted(seconds=8.0)
+        client = await exporter([bloated.address, healthy.address])
+        # Act
+        response = await client.get("/metrics")
+        text = await response.text()
+        # Assert
+        assert response.status == 200
+        assert by_worker(text, "wool_worker_idle_seconds") == {healthy.address: 8.0}
+        assert by_worker(text, "wool_worker_up") == {bloated.address: 0, healthy.address: 1}
+        reason = frozenset({("reason", "other")})  # RESOURCE_EXHAUSTED, from gRPC's client
         assert samples(text)[("wool_exporter_probe_errors_total", reason)] == 1
 
     async def test_metrics_in_flight_survives_removal_and_probe(
@@ -626,8 +647,6 @@ class TestOtherEndpoints:
 
 BUDGET = 0.6
 """Seconds each scrape of the property test may spend (the exporter's --timeout)."""
-LIMIT = 4 * 1024 * 1024
-"""gRPC's default limit on a received message."""
 FAULTS = ["undecodable", "huge", "slow", "closing", "unimplemented", "internal", "raising"]
 
 
@@ -696,7 +715,7 @@ class Fleet:
             "good": {},
             "invalid_value": {},
             "undecodable": {"reply": UNDECODABLE},
-            "huge": {"reply": length_delimited(15, bytes(LIMIT + 1024))},
+            "huge": {"reply": length_delimited(15, bytes(MAX_REPLY_BYTES + 1024))},
             "slow": {"hang": True},
             "unimplemented": {"with_idle": False},
             "internal": {"code": grpc.StatusCode.INTERNAL},
