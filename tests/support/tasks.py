@@ -356,3 +356,12 @@ async def raises_error_named_by_exit() -> None:
             sys.exit(9)
 
     raise ErrorNamedByExit()
+
+
+async def ignores_its_cancellation(gate: str = "") -> str:
+    """Run until the file ``gate`` exists (for ever without one), swallowing every
+    cancellation."""
+    while not gate or not os.path.exists(gate):
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.01)
+    return "ok"

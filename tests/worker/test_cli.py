@@ -200,6 +200,27 @@ class TestWorkerCli:
         assert status == 0
         assert "it leaves without them (status 0)" in process.stderr.read()
 
+    async def test_worker_stopped_leaves_a_task_ignoring_its_cancellation(self) -> None:
+        """Given a dispatched task that swallows every cancellation, when the worker
+        is stopped with a grace of 0, then the stop returns, the task's caller loses
+        its outcome, and the process exits 0 and logs why (the stop waited for the
+        task for ever: the retired worker's process never left)."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker()
+        async with WorkerConnection(address) as connection:
+            call = asyncio.ensure_future(connection.dispatch(tasks.ignores_its_cancellation))
+            while await connection.idle_time(timeout=5) != 0.0:
+                await asyncio.sleep(0.01)
+            # Act
+            await connection.stop(0.0, timeout=60)
+            lost = await asyncio.gather(call, return_exceptions=True)
+        status = await asyncio.to_thread(process.wait, LEAVING_TIME + 60)
+        # Assert
+        assert isinstance(lost[0], WoolError)
+        assert status == 0
+        assert "stopping without 1 task(s) ignoring their cancellation" in process.stderr.read()
+
     async def test_worker_interrupted_clean_up_still_leaves(self) -> None:
         """Given a task that left an hour's blocking call on the loop's executor, when
         the worker is stopped by SIGTERM and gets SIGINT during its clean-up, then it

@@ -18,6 +18,7 @@ from support.tasks import (
     awaits_a_cancelled_future,
     echo,
     gated,
+    ignores_its_cancellation,
     not_a_coroutine,
     sized,
     sleep_for,
@@ -291,6 +292,31 @@ class TestWorkerService:
             assert isinstance(outcome[0], TaskCancelled)
         assert server.service.stopped.is_set()
         await connection.close()
+
+    async def test_stop_leaves_a_task_ignoring_its_cancellation(
+        self, start_server, tmp_path: Path
+    ) -> None:
+        """Given a task that swallows every cancellation, when the worker is stopped
+        with a grace of 0, then the stop returns and the service counts as stopped
+        once the task had its cancel wait, the task still running (the stop waited
+        for it for ever: a retired worker never left)."""
+        # Arrange
+        gate = tmp_path / "gate"
+        server = await start_server(service=WorkerService(cancel_wait=0.1))
+        connection = WorkerConnection(server.address)
+        call = asyncio.ensure_future(connection.dispatch(ignores_its_cancellation, str(gate)))
+        await poll_until(lambda: len(server.service.in_flight) == 1)
+        # Act
+        try:
+            await asyncio.wait_for(connection.stop(0.0), 30)
+            stopped, running = server.service.stopped.is_set(), len(server.service.in_flight)
+        finally:
+            gate.touch()
+        await asyncio.gather(call, return_exceptions=True)
+        await connection.close()
+        # Assert
+        assert stopped
+        assert running == 1
 
     async def test_dispatch_task_ending_cancelled_by_itself_is_not_task_cancelled(
         self, start_server

@@ -40,6 +40,10 @@ Context: TypeAlias = Any
 MAX_OUTCOME_BYTES: Final = 4 * 1024 * 1024
 """The largest result or exception message sent back: gRPC's default receive limit,
 which our client and wool's keep. A larger outcome is answered as ``OutcomeTooLarge``."""
+CANCEL_WAIT: Final = 5.0
+"""Seconds the tasks a stop cancelled get to end. One that ignores its cancellation
+is left running and the service stops all the same: the process's exit is then
+bounded (``leaving``), and the task's caller loses its outcome."""
 
 
 class WorkerService:
@@ -47,7 +51,8 @@ class WorkerService:
 
     ``stopping`` is set once shutdown begins (new dispatches then get
     ``UNAVAILABLE``); ``stopped`` once in-flight tasks have drained or been
-    cancelled, after which the server may close. A task's outcome is its own:
+    cancelled (and had ``cancel_wait`` seconds to end), after which the server
+    may close. A task's outcome is its own:
     one that raises ``SystemExit`` or ``KeyboardInterrupt`` fails alone (the
     worker and the other tasks carry on; ``containment`` says which tasks and
     callbacks a task starts are kept in too), as does one whose result or
@@ -62,10 +67,12 @@ class WorkerService:
         backpressure: Backpressure | None = None,
         authorization: MethodPolicy | None = None,
         max_outcome_bytes: int = MAX_OUTCOME_BYTES,
+        cancel_wait: float = CANCEL_WAIT,
     ):
         self.in_flight = InFlightTasks()
         self.authorization = authorization or MethodPolicy()
         self.max_outcome_bytes = max_outcome_bytes
+        self.cancel_wait = cancel_wait
         self.stopping = asyncio.Event()
         self.stopped = asyncio.Event()
         self._backpressure = backpressure
@@ -139,7 +146,9 @@ class WorkerService:
         for task in pending:
             task.cancel()
         if pending:
-            await asyncio.wait(pending)
+            _, left = await asyncio.wait(pending, timeout=self.cancel_wait)
+            if left:
+                log.warning("stopping without %d task(s) ignoring their cancellation", len(left))
         self.stopped.set()
 
     async def dispatch(
