@@ -92,6 +92,25 @@ class TestServeApp:
         assert Path(socket_path).read_text() == "someone's file\n"
         os.unlink(socket_path)
 
+    @pytest.mark.parametrize(
+        "sent", [b"", b"GET /hello HTTP/1.1\r\nHost: x\r\n"], ids=["silent", "slow-head"]
+    )
+    async def test_serve_app_closes_a_connection_without_a_request(self, sent: bytes) -> None:
+        """Given a client that connects and sends nothing, or half a request head
+        (slowloris), when it waits past the request wait, then the connection is
+        closed (aiohttp kept it an hour: clients could hold every descriptor)."""
+        # Arrange
+        loop = asyncio.get_running_loop()
+        async with serve_app(hello_app(), "127.0.0.1:0", request_wait=0.2) as url:
+            host, _, port = url.removeprefix("http://").rpartition(":")
+            with socket.create_connection((host, int(port))) as client:
+                client.setblocking(False)
+                await loop.sock_sendall(client, sent)
+                # Act
+                received = await asyncio.wait_for(loop.sock_recv(client, 1024), 30)
+        # Assert
+        assert received == b""
+
 
 def write_web_config(directory: Path, tls_material, extra: str = "") -> str:
     """A web config serving TLS from copies of the server files in ``directory``."""

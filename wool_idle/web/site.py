@@ -39,6 +39,11 @@ EXPORTER_LISTEN: Final = f"127.0.0.1:{EXPORTER_PORT}"
 AUTOSCALER_LISTEN: Final = f"127.0.0.1:{AUTOSCALER_PORT}"
 EXPORTER_METRICS_URL: Final = f"http://{EXPORTER_LISTEN}/metrics"
 """Where the autoscaler reads by default: the exporter's default address."""
+REQUEST_WAIT: Final = 75.0
+"""Seconds a connection is kept without a whole request: one that sends none, or
+sends its head a byte at a time (slowloris), or stays idle between requests is
+closed (aiohttp keeps it an hour: anyone who can connect could hold every file
+descriptor). Clients such as Prometheus reconnect."""
 
 
 def _malformed_request(record: logging.LogRecord) -> bool:
@@ -54,12 +59,18 @@ level. (A handler's own exception, a 500, is logged every time.)"""
 
 @contextlib.asynccontextmanager
 async def serve_app(
-    app: web.Application, listen: str, config: LiveWebConfig | None = None, *, path: str = ""
+    app: web.Application,
+    listen: str,
+    config: LiveWebConfig | None = None,
+    *,
+    path: str = "",
+    request_wait: float = REQUEST_WAIT,
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``listen`` (``host:port``, port 0 for any, or ``unix:/path``)
     with the TLS, basic auth and headers of ``config`` in force (followed as its
     file changes), yielding the URL of ``path`` (the base URL by default); stop
-    on exit. Raises ``OSError`` if the address cannot be bound."""
+    on exit. A connection without a whole request for ``request_wait`` seconds is
+    closed. Raises ``OSError`` if the address cannot be bound."""
     server_log = logging.getLogger("aiohttp.server")
     if MALFORMED_REQUESTS_ONCE not in server_log.filters:
         server_log.addFilter(MALFORMED_REQUESTS_ONCE)
@@ -68,7 +79,7 @@ async def serve_app(
         app.middlewares.append(BasicAuth(lambda: config.current.users).middleware)
     if config.followed or config.current.headers:
         app.on_response_prepare.append(_with_headers(config))
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=request_wait)
     await runner.setup()
     try:
         base = await _start(runner, listen, config.server_context())
