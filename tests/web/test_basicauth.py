@@ -70,6 +70,8 @@ class TestBasicAuth:
         ("value", "expected"),
         [
             (header("prometheus", "s3cret"), True),
+            ("basic " + header("prometheus", "s3cret").removeprefix("Basic "), True),
+            ("BASIC " + header("prometheus", "s3cret").removeprefix("Basic "), True),
             (header("prometheus", "wrong"), False),
             (header("mallory", "s3cret"), False),
             (None, False),
@@ -80,7 +82,8 @@ class TestBasicAuth:
         ],
     )
     async def test_check(self, value, expected: bool) -> None:
-        """Given one user, when headers are checked, then only the right pair passes."""
+        """Given one user, when headers are checked, then only the right pair passes,
+        its scheme named in any case (RFC 9110, as Go's net/http reads it)."""
         auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         assert await auth.check(value) is expected
         assert await auth.check(value) is expected  # remembered results agree

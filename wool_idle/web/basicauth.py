@@ -184,7 +184,9 @@ def peer_of(remote: str | None) -> str:
 
 
 def _decode(header: str | None) -> tuple[bytes, bytes] | None:
-    if not header or not header.startswith("Basic "):
+    """The user and password of a ``Basic`` header (its scheme in any case, as
+    RFC 9110 and Go's net/http read it), or None."""
+    if not header or header[:6].lower() != "basic ":
         return None
     try:
         decoded = base64.b64decode(header[6:].strip(), validate=True)
