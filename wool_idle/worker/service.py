@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, TypeAlias
 
 import grpc
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from wool_idle.proto import Ack, IdleTime, Nack, Request, Response, StopRequest, Void
 from wool_idle.worker.auth import MethodPolicy, describe
@@ -88,11 +89,14 @@ class WorkerService:
         """Shut down with ``request.timeout`` as the grace, then answer.
 
         Refuse with ``PERMISSION_DENIED`` if the caller may not stop this
-        worker; with ``INVALID_ARGUMENT`` if the grace is NaN (none of 0, a
-        drain or a wait; asyncio may take it as no time and cancel in-flight
-        tasks); with ``if_idle_for`` set, with ``FAILED_PRECONDITION`` unless
-        no task runs and the worker has been idle at least that long.
-        Every decision is logged with the caller, the idle value and the grace.
+        worker; with ``INVALID_ARGUMENT`` if the request carries a field this
+        worker cannot read (a condition of a newer protocol, or ``if_idle_for``
+        sent with another type: protobuf would drop it, and the stop would run
+        unconditionally) or if the grace is NaN (none of 0, a drain or a wait;
+        asyncio may take it as no time and cancel in-flight tasks); with
+        ``if_idle_for`` set, with ``FAILED_PRECONDITION`` unless no task runs
+        and the worker has been idle at least that long. Every decision is
+        logged with the caller, the idle value and the grace.
         """
         idle = self.in_flight.idle_seconds()
         refusal = self._stop_refusal(request, idle, context)
@@ -111,6 +115,8 @@ class WorkerService:
         """Why this stop must be refused, or None. Synchronous on purpose."""
         if not self.authorization.permits("stop", context):
             return grpc.StatusCode.PERMISSION_DENIED, "caller may not stop this worker"
+        if len(UnknownFieldSet(request)):  # a condition it cannot read: never a stop
+            return grpc.StatusCode.INVALID_ARGUMENT, "stop carries fields this worker cannot read"
         if math.isnan(request.timeout):
             return grpc.StatusCode.INVALID_ARGUMENT, "grace (timeout) must be a number"
         if not request.HasField("if_idle_for") or self.stopping.is_set():
