@@ -352,6 +352,61 @@ class TestWorkerService:
         assert stopped
         assert running == 1
 
+    async def test_dispatch_caller_gone_before_the_ack_cancels_the_task(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a task admitted and its Ack handed to gRPC, when its call ends there
+        (gRPC closes the handler's stream: the caller left while the Ack was being
+        written), then the task is cancelled (it ran on for nobody, the worker busy,
+        its caller free to retry elsewhere)."""
+        # Arrange
+        gate = tmp_path / "gate"
+        service = WorkerService()
+        task = cloudpickle.dumps((gated, (str(gate),), {}))
+
+        async def requests():
+            yield Request(task_id=str(uuid.uuid4()), task=task)
+
+        replies = service.dispatch(requests(), None)
+        ack = await anext(replies)
+        (running,) = service.in_flight
+        await asyncio.sleep(0)  # the task starts
+        # Act
+        try:
+            await replies.aclose()
+            await asyncio.wait([running], timeout=30)
+        finally:
+            gate.touch()
+        # Assert
+        assert ack.WhichOneof("payload") == "ack"
+        assert running.cancelled()
+
+    async def test_dispatch_calls_cancelled_at_once_leave_no_task(
+        self, start_server, tmp_path: Path
+    ) -> None:
+        """Given dispatches of tasks that run until a gate, when each caller cancels its
+        call right after sending it, then once the calls are over no task runs (the
+        ones cancelled while their Ack was written ran on, the worker never idle)."""
+        # Arrange
+        server = await start_server()
+        task = cloudpickle.dumps((gated, (str(tmp_path / "gate"),), {}))
+        # Act
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            call = channel.stream_stream(
+                DISPATCH,
+                request_serializer=Request.SerializeToString,
+                response_deserializer=Response.FromString,
+            )
+            for attempt in range(100):
+                dispatch = call(iter([Request(task_id=str(uuid.uuid4()), task=task)]))
+                await asyncio.sleep(0.0002 * (attempt % 10))
+                dispatch.cancel()
+        # Assert
+        try:
+            await poll_until(lambda: len(server.service.in_flight) == 0, timeout=30)
+        finally:
+            (tmp_path / "gate").touch()
+
     async def test_dispatch_task_ending_cancelled_by_itself_is_not_task_cancelled(
         self, start_server
     ) -> None:

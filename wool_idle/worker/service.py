@@ -173,7 +173,11 @@ class WorkerService:
         if isinstance(admitted, Nack):
             yield Response(nack=admitted)
             return
-        yield Response(ack=Ack())
+        try:
+            yield Response(ack=Ack())
+        except BaseException:  # the caller left before the Ack went out: nobody waits
+            admitted.cancel()
+            raise
         outcome = await outcome_response(admitted, self._cancelled_by_stop)
         yield bounded_response(outcome, self.max_outcome_bytes)
 
