@@ -365,3 +365,10 @@ async def ignores_its_cancellation(gate: str = "") -> str:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(0.01)
     return "ok"
+
+
+async def prints(size: int) -> int:
+    """Write ``size`` bytes on stdout (as a chatty task does), then return ``size``."""
+    sys.stdout.write("x" * size)
+    sys.stdout.flush()
+    return size

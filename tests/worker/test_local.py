@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from pathlib import Path
 
 import pytest
+from support import tasks
 
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import LocalWorker, WorkerConnection
@@ -78,3 +80,26 @@ class TestLocalWorker:
         await worker.stop(grace=1.0)
         # Assert
         assert idle > 0.0
+
+    async def test_task_writing_a_lot_on_stdout_runs(self) -> None:
+        """Given a LocalWorker, when a task writes 1 MiB on stdout, then it returns
+        and the worker still answers idle (its stdout was a pipe nobody read once
+        the address line was: the write blocked the worker's event loop for good,
+        and even ``kill`` never returned, waiting for the pipe's end)."""
+        # Arrange
+        tasks.by_value()
+        worker = LocalWorker()
+        address = await worker.start()
+        connection = WorkerConnection(address)
+        call = asyncio.ensure_future(connection.dispatch(tasks.prints, 2**20))
+        try:
+            # Act
+            await asyncio.wait([call], timeout=60)
+            answered = call.done() and await connection.idle_time(timeout=10) >= 0.0
+        finally:
+            await worker.kill()  # first: a call to a blocked worker never ends
+            await asyncio.gather(call, return_exceptions=True)
+            await connection.close()
+        # Assert
+        assert answered
+        assert call.result() == 2**20

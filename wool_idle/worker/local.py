@@ -62,7 +62,9 @@ class Worker(abc.ABC):
 class LocalWorker(Worker):
     """A ``wool-idle worker`` process on this machine.
 
-    ``start`` spawns it and waits for the address line it prints when ready;
+    ``start`` spawns it and waits for the address line it prints when ready
+    (what it writes on stdout after that, its tasks' prints, is read and
+    dropped: a pipe nobody reads fills, and the next write blocks the worker);
     ``stop`` goes through ``WorkerConnection.stop``, releases the pooled
     channel even when the stop RPC raises (the error propagates and the
     process is left to ``kill``), and otherwise reaps the process.
@@ -81,6 +83,7 @@ class LocalWorker(Worker):
         self.tls = tls
         self.log_file = log_file
         self.process: asyncio.subprocess.Process | None = None
+        self._output: asyncio.Future[None] | None = None
 
     async def start(self) -> str:
         """Spawn the worker process and return its address once it serves.
@@ -92,6 +95,7 @@ class LocalWorker(Worker):
         )
         self.process = ready.process
         self.address = ready.line
+        self._output = asyncio.ensure_future(_discard(ready.process.stdout))
         return self.address
 
     async def _stop(self, grace: float) -> None:
@@ -115,3 +119,9 @@ class LocalWorker(Worker):
         """Kill the process at once (no drain) and reap it."""
         if self.process is not None:
             await kill_and_reap(self.process)
+
+
+async def _discard(output: asyncio.StreamReader | None) -> None:
+    """Read ``output`` to its end, dropping what it says."""
+    while output is not None and await output.read(65536):
+        pass
