@@ -1,4 +1,4 @@
-"""Real wool packages in their own virtualenvs (cached), and real wool workers."""
+"""Real wool packages, in virtualenvs of their own (cached) or the tests' own; real workers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+
+import wool_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "tests" / "interop"
@@ -25,7 +28,11 @@ class WoolEnv:
 
 
 def wool_env(version: str, *, with_wool_idle: bool = False) -> WoolEnv:
-    """A virtualenv with ``wool==version`` (and wool-idle), made once and cached."""
+    """A virtualenv with ``wool==version`` (and wool-idle), made once and cached; with
+    wool-idle, the tests' own interpreter when it has that wool and this checkout's
+    wool-idle (``make`` installs both: no second install of the same packages)."""
+    if with_wool_idle and _running_python_has(version):
+        return WoolEnv(version, sys.executable)
     name = f"wool-{version}" + ("-with-wool-idle" if with_wool_idle else "")
     directory = CACHE / name
     python = directory / "bin" / "python"
@@ -40,6 +47,16 @@ def wool_env(version: str, *, with_wool_idle: bool = False) -> WoolEnv:
         )
         stamp.write_text(wanted)
     return WoolEnv(version, str(python))
+
+
+def _running_python_has(version: str) -> bool:
+    """Whether the interpreter running the tests has ``wool==version`` and the
+    wool-idle of this checkout."""
+    try:
+        wool_version = metadata.version("wool")
+    except metadata.PackageNotFoundError:
+        return False
+    return wool_version == version and Path(wool_idle.__file__).resolve().is_relative_to(ROOT)
 
 
 @dataclass
