@@ -26,7 +26,7 @@ from wool_idle.worker.containment import (
 )
 from wool_idle.worker.leaving import LEAVING_TIME, ExitDeadline
 from wool_idle.worker.server import WorkerServer
-from wool_idle.worker.service import WorkerService
+from wool_idle.worker.service import CANCEL_WAIT, WorkerService
 from wool_idle.worker.tls import ServerTls
 
 log = logging.getLogger("wool_idle.worker")
@@ -37,7 +37,9 @@ DESCRIPTION: Final = (
     "or KeyboardInterrupt (itself, in a task it starts, in a callback it schedules) fails "
     "alone; a task that stops the event loop (loop.stop()) has it run again; an exit that "
     "still ends the event loop (one raised by a signal handler a task installed) is logged "
-    "and the worker exits 70 rather than hang. Once it stops serving, what its tasks left "
+    "and the worker exits 70 rather than hang. Tasks a stop cancelled get "
+    f"{CANCEL_WAIT:g} seconds to end; one that ignores its cancellation is left behind. "
+    "Once it stops serving, what its tasks left "
     f"behind gets {LEAVING_TIME:g} seconds to end; past them the worker exits anyway. SIGHUP "
     "is logged and ignored. Exit status: 0 once stopped, 1 if it cannot listen, 2 on a bad "
     "flag or variable, 70 as above."
