@@ -48,7 +48,8 @@ def _decoder(message_type: type[M]) -> Callable[[bytes | None], M | Undecodable]
         except DecodeError as error:
             return Undecodable(name, len(data), str(error))
         unknowns = UnknownFieldSet(message)
-        for unknown in (unknowns[i] for i in range(len(unknowns))):
+        for index in range(len(unknowns)):  # none, the usual case: no loop at all
+            unknown = unknowns[index]
             field = fields.get(unknown.field_number)
             if field is not None:
                 return Undecodable(
