@@ -171,6 +171,47 @@ class TestPolicyPlanner:
             A: Verdict.MIN_WORKERS,
         }
 
+    @pytest.mark.parametrize("later", ["127.0.0.1:7", "[::1]:7"])
+    async def test_plan_worker_stopped_under_one_spelling_is_retiring_under_another(
+        self, later: str
+    ) -> None:
+        """Given a floor of 1 and a worker read only as localhost:P and stopped under it,
+        when later cycles read it only under another spelling (an exporter's targets
+        respelt, another shard of a federation), reading busy (still draining) beside
+        another worker now idle, then it still counts as gone (retiring): the idle one
+        is held by the floor, not stopped."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        planner = PolicyPlanner(rule)
+        first = await planner.plan([Reading("localhost:7", 500.0), Reading(B, 0.0)], 0.0)
+        planner.record("localhost:7", StopResult.STOPPED, 0.5)
+        # Act
+        second = await planner.plan([Reading(later, 0.0), Reading(B, 500.0)], 1.0)
+        # Assert
+        assert [d.worker for d in first.stops] == ["localhost:7"]
+        assert {d.worker: d.verdict for d in second.decisions} == {
+            later: Verdict.BUSY,
+            B: Verdict.MIN_WORKERS,
+        }
+        assert later in planner.state.retiring
+
+    async def test_restore_stop_under_another_spelling_is_retiring(self) -> None:
+        """Given the marks of an earlier process that stopped localhost:P, when a new
+        planner restores them and reads the worker only as 127.0.0.1:P (busy, still
+        draining) beside an idle worker, with a floor of 1, then the draining worker is
+        retiring (counts as gone) and the idle one is held by the floor."""
+        # Arrange
+        planner = PolicyPlanner(PolicySettings(max_idle=60.0, min_workers=1))
+        planner.restore(Marks(retiring={"localhost:7": SHIFT}), SHIFT, clock=SHIFT + 1.0)
+        # Act
+        plan = await planner.plan([Reading("127.0.0.1:7", 0.0), Reading(B, 500.0)], 1.0)
+        # Assert
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            "127.0.0.1:7": Verdict.BUSY,
+            B: Verdict.MIN_WORKERS,
+        }
+        assert "127.0.0.1:7" in planner.state.retiring
+
     @pytest.mark.parametrize("other", ["localhost:7", "[::1]:7"])
     async def test_plan_two_spellings_of_one_worker_count_once(self, other: str) -> None:
         """Given the only worker read as 127.0.0.1:P and as localhost:P, or as [::1]:P

@@ -8,7 +8,9 @@ each label is resolved (``identity``): one that does not resolve gets
 floor nor uses a stop). Labels that resolve to one worker are given one
 ``identity``, so the policy counts that worker once. A reading of a worker
 whose own idle RPC found it unreachable after the reading's sample was taken
-says nothing of now: it reads as down (``superseded``).
+says nothing of now: it reads as down (``superseded``). The labels a stop was sent
+under are resolved too, as long as they are retiring, read or not: a worker
+stopped under one label is retiring under every label of it read later.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Protocol
 
 from wool_idle.autoscaler.endpoints import Endpoints
@@ -78,10 +81,14 @@ class PolicyPlanner:
         readings = self._superseded(readings, now if read_at is None else read_at)
         addressable = await asyncio.to_thread(self._check_addresses, readings)
         self._warn_of_empty_group_labels(readings)
-        resolved = await self.resolver.resolve(w for w, ok in addressable.items() if ok)
-        if resolved is not self._resolved:  # the same answers as last cycle: the same identities
-            self._resolved, self._shared = resolved, identities(resolved)
+        unread = [w for w in self.state.retiring if w not in addressable and _is_address(w)]
+        wanted = chain((w for w, ok in addressable.items() if ok), unread)
+        found = await self.resolver.resolve(wanted)
+        if found is not self._resolved:  # the same answers as last cycle: the same identities
+            self._resolved, self._shared = found, identities(found)
         shared = self._shared
+        resolved = {w: e for w, e in found.items() if w in addressable} if unread else found
+        self.state = _retiring_under_every_label(self.state, shared)
         planned: Sequence[Reading] = readings
         if shared or len(resolved) < len(addressable):
             planned = [
@@ -206,6 +213,20 @@ class PolicyPlanner:
                 label,
             )
         self._empty_group_labels = empty
+
+
+def _retiring_under_every_label(state: PolicyState, shared: Mapping[str, str]) -> PolicyState:
+    """``state`` with every label of a worker (``shared``: one identity) retiring since
+    the latest stop of it under any of them, read this cycle or not: a worker stopped
+    under one spelling and read later under another still counts as gone."""
+    latest: dict[str, float] = {}
+    for worker, since in state.retiring.items():
+        if (identity := shared.get(worker)) is not None:
+            latest[identity] = max(since, latest.get(identity, since))
+    if not latest:
+        return state
+    carried = {w: latest[i] for w, i in shared.items() if i in latest}
+    return replace(state, retiring={**state.retiring, **carried})
 
 
 def _is_address(worker: str) -> bool:
