@@ -510,6 +510,38 @@ class TestRetirement:
         assert autoscaler.records[0].result is StopResult.STOPPED
         assert marks == [True, True, True, False]
 
+    async def test_cycle_worker_draining_past_the_retiring_time_holds_no_floor(
+        self, make_autoscaler, scripted, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given an unbounded grace, a floor of 1, and a worker (no conditional stop)
+        whose stop goes on draining in the background, when its retiring mark has run
+        out while the call still goes on and it reads busy (draining) beside another
+        worker now idle, then it still counts as gone: the idle one is held by the
+        floor, and no stop is sent to it."""
+        # Arrange
+        monkeypatch.setattr(actuator_module, "STOP_REPLY_WAIT", 0.2)
+        draining = await scripted(seconds=900.0, stop_delay=60.0)
+        other = await scripted(seconds=900.0)
+        source = ScriptedSource()
+        autoscaler = make_autoscaler("", source=source, grace=-1.0, max_idle=60.0, min_workers=1)
+        source.readings = [Reading(draining.address, 900.0), Reading(other.address, 0.0)]
+        await autoscaler.cycle()
+        state = autoscaler.planner.state
+        retiring_for = autoscaler.planner.settings.retiring_for
+        ran_out = {w: since - retiring_for - 1.0 for w, since in state.retiring.items()}
+        autoscaler.planner.state = replace(state, retiring=ran_out)
+        source.readings = [Reading(draining.address, 0.0), Reading(other.address, 900.0)]
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        assert [(r.worker, r.result) for r in autoscaler.records if r.result] == [
+            (draining.address, StopResult.UNANSWERED)
+        ]
+        assert autoscaler.records[-1].verdict is Verdict.MIN_WORKERS
+        assert other.stop_requests == []
+        await draining.close()
+        await autoscaler.actuator.finish_stops(5.0)
+
     async def test_retiring_time_follows_the_grace(self, make_autoscaler) -> None:
         """Given an autoscaler whose stops drain for 10 minutes, then its planner keeps
         a stopped worker retiring for that drain, the stop's margin and the max

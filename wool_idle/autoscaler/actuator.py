@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -81,6 +81,10 @@ class Actuator(Protocol):
         """Wait, at most ``timeout`` seconds, for the stops still going on."""
         ...
 
+    def going_on(self) -> Collection[str]:
+        """The workers whose stop call goes on in the background."""
+        ...
+
 
 class WorkerActuator:
     """The ``Actuator`` of the daemon: the worker's idle RPC, then a conditional stop."""
@@ -115,6 +119,9 @@ class WorkerActuator:
                 self._go_on(sent[0], connection, decision)
             else:
                 await connection.close()
+
+    def going_on(self) -> Collection[str]:
+        return self._going_on.keys()
 
     async def finish_stops(self, timeout: float) -> None:
         """Wait, at most ``timeout`` seconds, for the stops going on in the background;

@@ -9,6 +9,8 @@ or publish one is logged and touches no other). Once shutdown is asked for, no
 planned stop starts its confirmation; those under way finish, and the daemon
 leaves once the stops still going on (workers draining) ended, or after
 ``exit_wait``; a stop that ended after the cycle gave up waiting is learnt then.
+While a stop goes on, its worker is retiring afresh each cycle, however long it
+drains (an unbounded grace outlasts the planner's retiring time).
 Given a ``state_file``, the planner's marks outlive the process (``memory``).
 The daemon only orchestrates: the policy selects, the actuator confirms and
 stops.
@@ -141,7 +143,10 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
-        plan = await self.planner.plan(readings, time.monotonic(), read_at=read_at)
+        now = time.monotonic()
+        for worker in self.actuator.going_on():  # retiring while it drains, however long
+            self.planner.record(worker, StopResult.UNANSWERED, now)
+        plan = await self.planner.plan(readings, now, read_at=read_at)
         self.metrics.retired.forget_replaced(readings, plan.state.retiring)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

@@ -42,7 +42,8 @@ def retiring_time(grace: float, *, max_staleness: float) -> float:
     or, when that is longer, the stop's whole deadline (its drain and the margin, while
     it may still answer) plus ``max_staleness`` (how old a reading of it from before
     it left may be and still count as fresh: such a reading says nothing of now).
-    With an unbounded grace (< 0) the drain is left out: a drain past it counts alive."""
+    With an unbounded grace (< 0) the drain is left out: the daemon keeps a worker whose
+    stop call goes on retiring afresh each cycle, however long it drains."""
     deadline = stop_deadline(grace)
     return max(RETIRING_TTL, (deadline or 0.0) + max_staleness)
 
