@@ -426,6 +426,22 @@ class TestPlan:
         # Assert
         assert result == {"w": Verdict.MIN_AGE}
 
+    def test_plan_min_age_restarts_for_a_worker_read_down(self) -> None:
+        """Given min_age 60 s and a worker seen at t=0, when it reads down at t=30 (it
+        crashed; a static target stays in the readings) and up again at t=70 (a new
+        worker restarted at its address, idle since it started), then it is new
+        again: held by min_age until t=130."""
+        # Arrange
+        rule = PolicySettings(max_idle=5.0, min_workers=0, min_age=60.0)
+        state = plan([Reading("w", 500.0)], EMPTY, rule, 0.0).state
+        state = plan([Reading("w", None, up=False)], state, rule, 30.0).state
+        # Act
+        back = plan([Reading("w", 40.0)], state, rule, 70.0)
+        later = verdicts([Reading("w", 100.0)], back.state, rule, now=130.0)
+        # Assert
+        assert back.decisions[0].verdict is Verdict.MIN_AGE
+        assert later == {"w": Verdict.STOP}
+
     def test_plan_min_age_counts_the_held_worker_as_a_candidate(self) -> None:
         """Given a young idle worker and min_age, when planned, then it is counted
         among the candidates (idle past the rule, held back by a rule) and never

@@ -116,9 +116,9 @@ class PolicyState:
     not stopped again. A mark lasts ``PolicySettings.retiring_for`` whatever the reads
     say, so a worker still draining never counts as alive again."""
     first_seen: Mapping[str, float] = field(default_factory=dict)
-    """When each worker of the last cycle was first read (a worker missing from a
-    cycle is forgotten, and new again when it comes back); kept only with a
-    ``min_age``."""
+    """When each worker of the last cycle was first read up (a worker missing from a
+    cycle, or read down, is forgotten, and new again when it comes back: a worker
+    restarted at its address is a new one); kept only with a ``min_age``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +190,9 @@ def plan(
     retiring = {w: since for w, since in state.retiring.items() if now - since < retiring_for}
     cooldowns = {w: t for w, t in state.cooldown_until.items() if t > now}
     seen = state.first_seen
-    first_seen = {w: seen.get(w, now) for w in latest} if settings.min_age else {}
+    first_seen = (
+        {w: seen.get(w, now) for w, r in latest.items() if r.up} if settings.min_age else {}
+    )
     for labels in spellings.values():
         aliases.most_cautious(labels, streaks, retiring, cooldowns, first_seen)
     verdicts = {w: Verdict.ALIAS for labels in spellings.values() for w in labels[1:]}

@@ -64,7 +64,8 @@ class Verdict(StrEnum):
     """First seen by this autoscaler less than ``min_age`` ago. "First seen" is this
     process's memory: after an autoscaler restart every worker is new again (fail
     closed: a restart delays retirements by ``min_age``, it never hastens one), and
-    a worker missing from a cycle's readings is new again when it comes back."""
+    a worker missing from a cycle's readings, or read down, is new again when it comes
+    back up (a crashed worker restarted at its address is a new one)."""
     MIN_WORKERS = _blocking("min_workers")
     """Stopping it would leave its group (the whole fleet without ``group_by``) with
     fewer than ``min_workers`` workers known alive (see ``floor``)."""
