@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import uuid
 from pathlib import Path
 
 import pytest
-from support.processes import processes_with_marker, run_cli
+from support.processes import processes_with_marker, run_cli, spawn_cli
+from support.waiting import eventually
 
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.demo.fleet import ClientCounts
@@ -19,6 +23,17 @@ def summary_line(stdout: str, start: str) -> str:
     """The demo's summary line that begins with ``start`` (the last such line: the
     table's footer may begin alike)."""
     return [line for line in stdout.splitlines() if line.startswith(start)][-1]
+
+
+def stop_left_behind(marker: str) -> None:
+    """SIGTERM the processes carrying ``marker`` that a failed run left (a pool then
+    drops its workers and its resource tracker unlinks their shared memory), and
+    SIGKILL those still there after a while."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in processes_with_marker(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        eventually(lambda: not processes_with_marker(marker), timeout=25)
 
 
 class TestDemo:
@@ -67,6 +82,33 @@ class TestDemo:
         assert "child processes left: none" in result.stdout
         assert processes_with_marker(marker) == []
         shutil.rmtree(summary_line(result.stdout, "logs: ").removeprefix("logs: "))
+
+    @pytest.mark.e2e
+    def test_demo_hangup_stops_every_child(self) -> None:
+        """Given the demo running with every process up, when its terminal hangs up
+        (SIGHUP: the window closed), then it stops every process it started (they are
+        in sessions of their own, which no hangup reaches) and says none is left."""
+        # Arrange
+        marker = f"WOOLIDLE_DEMO_TEST={uuid.uuid4()}"  # not WOOL_IDLE_*: unknown ones exit 2
+        name, value = marker.split("=")
+        demo = spawn_cli(["demo", "--duration", "0"], env={**os.environ, name: value})
+        try:
+            assert demo.stdout is not None
+            for line in demo.stdout:
+                if line.startswith("autoscaler: "):  # the banner: every process is up
+                    break
+            # Act
+            demo.send_signal(signal.SIGHUP)
+            out, _ = demo.communicate(timeout=120)
+            left = processes_with_marker(marker)
+        finally:
+            demo.kill()
+            demo.communicate()
+            stop_left_behind(marker)
+        # Assert
+        assert left == []
+        assert summary_line(out, "child processes left: ").startswith("child processes left: none")
+        shutil.rmtree(summary_line(out, "logs: ").removeprefix("logs: "))
 
     def test_demo_rejects_client_after_not_below_duration(self) -> None:
         """Given --client-after equal to --duration, when the demo starts, then it exits 2

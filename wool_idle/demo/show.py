@@ -47,11 +47,13 @@ class Demo:
         self.shown: object = None
 
     async def run(self) -> int:
-        """Run until the duration is over or a signal; 0 if every process started,
-        the client lost no task and no process is left, else 1."""
+        """Run until the duration is over or a signal (SIGINT, SIGTERM, or SIGHUP: its
+        terminal closed; the children, in sessions of their own, get none of these and
+        are stopped either way); 0 if every process started, the client lost no task
+        and no process is left, else 1."""
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(signum, done.set)
         failure = ""
         try:
