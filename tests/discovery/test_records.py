@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 from wool import WorkerMetadata
 
+from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.records import InvalidRecord, WorkerRecord
 
 
@@ -79,3 +81,17 @@ class TestWorkerRecord:
         assert raised.value.uid == "00000000-0000-0000-0000-000000000007"
         assert raised.value.address == address
         assert "00000000-0000-0000-0000-000000000007" in str(raised.value)
+
+    @pytest.mark.parametrize(
+        "fields", [{"tags": frozenset({"hot", "bad\ud800"})}, {"version": "0.15\udcff"}]
+    )
+    def test_from_metadata_label_not_utf8_is_invalid(self, fields: dict[str, object]) -> None:
+        """Given metadata whose tags or version hold a lone surrogate (a LAN record's JSON
+        escape gives one), when turned into a record, then InvalidRecord says so, as an
+        invalid record: no label can carry that text."""
+        # Act
+        with pytest.raises(InvalidRecord) as raised:
+            WorkerRecord.from_metadata(dataclasses.replace(metadata(), **fields))
+        # Assert
+        assert raised.value.problem is FollowProblem.INVALID_RECORD
+        assert "not valid UTF-8" in str(raised.value)

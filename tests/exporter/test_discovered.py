@@ -241,6 +241,61 @@ class TestDiscoveredExporter:
         missing = frozenset({absent, ("reason", "namespace_missing")})
         assert found[("wool_exporter_discovery_errors_total", missing)] >= 1
 
+    async def test_metrics_lan_record_with_tags_not_utf8_skipped_scrape_served(
+        self, aiohttp_client, monkeypatch, start_server
+    ) -> None:
+        """Given a LAN namespace (on loopback) announcing a real worker and a record whose
+        tags JSON escapes a lone surrogate, when /metrics is scraped, then it answers
+        200 with the worker's series; the bad record has no series and is counted once
+        as an invalid record (its label would fail every scrape)."""
+        # Arrange
+        import functools
+        import uuid
+
+        import wool
+        import wool.runtime.discovery.lan as wool_lan
+        from zeroconf.asyncio import AsyncZeroconf
+
+        monkeypatch.setattr(
+            wool_lan, "AsyncZeroconf", functools.partial(AsyncZeroconf, interfaces=["127.0.0.1"])
+        )
+        namespace = f"unit-lan-{uuid.uuid4().hex[:8]}"
+        server = await start_server()
+        targets = TargetSet()
+        discovered = DiscoveredTargets(
+            [DiscoverySpec.parse(f"lan:{namespace}")], targets, poll_interval=POLL
+        )
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(DiscoveryCollector(discovered.followers))
+        prober = Prober(tls=None, timeout=5.0, concurrency=8)
+        client = await aiohttp_client(create_app(targets, prober, registry, ExporterSettings()))
+        (follower,) = discovered.followers
+        task = asyncio.ensure_future(discovered.run())
+        try:
+            lan = wool.LanDiscovery(namespace, advertise_host="127.0.0.1")
+            async with lan.publisher as publisher:
+                for address, tags in ((server.address, {"hot"}), ("127.0.0.1:5002", {"x\ud800"})):
+                    record = wool.WorkerMetadata(
+                        uid=uuid.uuid4(), address=address, pid=1, version="0.15.7", tags=tags
+                    )
+                    await publisher.publish("worker-added", record)
+                await settled(lambda: follower.errors[FollowProblem.INVALID_RECORD] == 1)
+                await settled(lambda: len(targets.all()) == 1)
+                # Act
+                response = await client.get("/metrics")
+                found = samples(await response.text())
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await prober.close()
+        # Assert
+        assert response.status == 200
+        labels = {("worker", server.address), ("wool_namespace", namespace), ("wool_tags", "hot")}
+        assert found[("wool_worker_up", frozenset(labels))] == 1
+        assert not any("127.0.0.1:5002" in str(key) for key in found)
+        invalid = frozenset({("discovery", f"lan:{namespace}"), ("reason", "invalid_record")})
+        assert found[("wool_exporter_discovery_errors_total", invalid)] == 1
+
     async def test_probe_discovered_target_renders_its_labels(
         self, discovering, namespace: str, start_server
     ) -> None:

@@ -28,6 +28,10 @@ class FollowProblem(StrEnum):
     INVALID_ADDRESS = "invalid_address"
     """A record's address is not a worker address: that worker is skipped (logged
     once per record), never dialled."""
+    INVALID_RECORD = "invalid_record"
+    """A record's tags or version are not valid UTF-8 (a LAN record's JSON can escape a
+    lone surrogate): no label can carry them, and one such label would fail every
+    scrape. That worker is skipped (logged once per record), never dialled."""
     DUPLICATE_ADDRESS = "duplicate_address"
     """Records of different pools (tags, or namespaces across discoveries) share an
     address (a stopped worker's record left beside a new worker on its port): which

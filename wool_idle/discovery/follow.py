@@ -12,8 +12,9 @@ is a change. It never stops for its input:
   unreadable, not empty);
 - a new subscription replays every live worker; a worker kept from before
   that it has not announced within its settle time has gone, and is dropped;
-- a record whose address is not a worker address is skipped, logged once and
-  counted once per record (not per poll).
+- a record whose address is not a worker address, or whose tags or version are
+  not valid UTF-8, is skipped, logged once and counted once per record (not per
+  poll).
 
 ``up`` is True from the moment a subscription announces a worker or has run
 its settle time without failing, until it fails. ``errors`` counts ``FollowProblem``s.
@@ -166,11 +167,11 @@ class Follower:
             self._changed()
 
     def _reject(self, error: InvalidRecord) -> None:
-        """Count and log a bad record once (until its address changes)."""
-        if self._rejected.get(error.uid) == error.address:
+        """Count and log a bad record once (until what is wrong with it changes)."""
+        if self._rejected.get(error.uid) == str(error):
             return
-        self._rejected[error.uid] = error.address
-        self.errors[FollowProblem.INVALID_ADDRESS] += 1
+        self._rejected[error.uid] = str(error)
+        self.errors[error.problem] += 1
         log.warning("wool discovery %s: skipping %s", self, error)
 
     def _settled(self, seen: set[str]) -> None:

@@ -13,16 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.worker.address import parse_address
 
 
 class InvalidRecord(ValueError):
-    """A discovery record the exporter cannot use (its address is not a worker address)."""
+    """A discovery record the exporter cannot use: its address is not a worker address
+    (``problem`` ``invalid_address``), or a fact that labels its series is not valid
+    UTF-8 (``invalid_record``)."""
 
-    def __init__(self, uid: str, address: str, why: str) -> None:
+    def __init__(
+        self,
+        uid: str,
+        address: str,
+        why: str,
+        problem: FollowProblem = FollowProblem.INVALID_ADDRESS,
+    ) -> None:
         super().__init__(f"worker {uid}: {why}")
         self.uid = uid
         self.address = address
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -58,22 +68,38 @@ class WorkerRecord:
     @classmethod
     def from_metadata(cls, metadata: Any) -> WorkerRecord:
         """The record of a wool ``WorkerMetadata``; ``InvalidRecord`` if its address is
-        not a worker address (such a worker cannot be dialled, so it is never a target)."""
+        not a worker address (such a worker cannot be dialled, so it is never a target),
+        or if its tags or version, which label its series, are not valid UTF-8."""
         uid = str(metadata.uid)
         address = str(metadata.address)
         try:
             parse_address(address)
         except ValueError as error:
             raise InvalidRecord(uid, address, str(error)) from None
+        tags = tuple(sorted(str(tag) for tag in metadata.tags))
+        version = str(metadata.version)
+        for fact, text in (("tags", ",".join(tags)), ("version", version)):
+            if not _utf8(text):
+                why = f"its {fact} are not valid UTF-8: {text!r}"
+                raise InvalidRecord(uid, address, why, FollowProblem.INVALID_RECORD)
         return cls(
             uid=uid,
             address=address,
             pid=int(metadata.pid),
-            version=str(metadata.version),
-            tags=tuple(sorted(str(tag) for tag in metadata.tags)),
+            version=version,
+            tags=tags,
             extra=tuple(sorted((str(k), str(v)) for k, v in dict(metadata.extra).items())),
             secure=bool(metadata.secure),
         )
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _escaped(tag: str) -> str:
