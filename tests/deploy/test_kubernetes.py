@@ -34,6 +34,7 @@ WORKLOADS = ("Deployment", "Job", "StatefulSet", "DaemonSet", "ReplicaSet", "Cro
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 OVERLAY_MARK = "# my-overlay/kustomization.yaml"  # the overlay docs/deploy.md shows
 OVERLAY_BASE = "../wool-idle/deploy/kubernetes"
+CLIENT_LABEL = "wool-idle/client"  # the label of the pods that may dispatch to workers
 Manifest = dict[str, Any]
 Validate = Callable[[Manifest, str], None]  # the conftest fixtures' types
 ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]
@@ -55,6 +56,13 @@ def pod_specs(manifests: list[Manifest]) -> Iterator[tuple[str, dict[str, Any]]]
     for manifest in manifests:
         if manifest["kind"] in WORKLOADS:
             yield manifest["metadata"]["name"], manifest["spec"]["template"]["spec"]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector with ``matchLabels`` only selects ``labels`` (an empty
+    selector selects every pod)."""
+    assert set(selector) <= {"matchLabels"}, selector
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
 
 
 def environment(container: dict[str, Any]) -> dict[str, str]:
@@ -114,6 +122,8 @@ INVALID = [
     ("Job", "wool-worker", _drop((*FIRST, "readinessProbe", "grpc", "port"))),
     ("Service", "wool-idle", _set(("spec", "ports", 0, "prot"), 9478)),
     ("ConfigMap", "wool-idle-targets", _set(("datas",), {})),
+    ("NetworkPolicy", "wool-worker", _set(("spec", "ingress", 0, "form"), [])),
+    ("NetworkPolicy", "wool-worker", _set(("spec", "policyTypes"), "Ingress")),
     ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "scrapeInterval"), "30s")),
     ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "scheme"), "ftp")),
     ("ServiceMonitor", "wool-idle", _set((*ENDPOINT, "interval"), "30")),
@@ -143,6 +153,7 @@ class TestKustomization:
             "Job",
             "Service",
             "ConfigMap",
+            "NetworkPolicy",
             "ServiceMonitor",
             "PrometheusRule",
         }
@@ -416,6 +427,49 @@ class TestSecurity:
         labels = only(manifests, "Namespace", "wool-idle")["metadata"].get("labels", {})
         # Assert
         assert labels.get("pod-security.kubernetes.io/enforce") == "restricted"
+
+    def test_workers_take_connections_only_from_the_parts_and_labelled_clients(
+        self, manifests: list[Manifest]
+    ) -> None:
+        """Given the worker pods, which serve ``dispatch`` (it unpickles, so runs, what it
+        is sent) and ``stop`` without TLS, then a NetworkPolicy admits connections to
+        them only on their gRPC port and only from the exporter, the autoscaler (of this
+        namespace) and pods labelled ``CLIENT_LABEL`` (the application's), so no other
+        pod of the cluster can run code in a worker or stop it; the exporter and the
+        autoscaler are among those admitted."""
+        # Arrange
+        job = only(manifests, "Job", "wool-worker")
+        worker_labels = job["spec"]["template"]["metadata"]["labels"]
+        parts = {
+            name: spec_labels
+            for name, spec_labels in (
+                (m["metadata"]["name"], m["spec"]["template"]["metadata"]["labels"])
+                for m in manifests
+                if m["kind"] == "Deployment"
+            )
+        }
+        # Act
+        policies = [
+            m
+            for m in manifests
+            if m["kind"] == "NetworkPolicy"
+            and selects(m["spec"]["podSelector"], worker_labels)
+            and "Ingress" in m["spec"]["policyTypes"]
+        ]
+        # Assert
+        assert len(policies) == 1, "no NetworkPolicy isolates the workers"
+        rules = policies[0]["spec"]["ingress"]
+        peers = [peer for rule in rules for peer in rule["from"]]
+        assert all(rule.get("from") for rule in rules), "a rule admits every source"
+        assert all(rule["ports"] == [{"port": "grpc", "protocol": "TCP"}] for rule in rules)
+        for peer in peers:
+            assert "ipBlock" not in peer, peer
+            if "namespaceSelector" in peer:  # the application's pods, in any namespace
+                assert peer["podSelector"] == {"matchLabels": {CLIENT_LABEL: "true"}}, peer
+        own = [peer for peer in peers if "namespaceSelector" not in peer]
+        for name, labels in parts.items():
+            assert any(selects(peer["podSelector"], labels) for peer in own), name
+        assert not any(selects(peer["podSelector"], worker_labels) for peer in peers)
 
     def test_images_are_the_placeholder_of_this_version(self, manifests: list[Manifest]) -> None:
         """Given every container, then its image is the documented placeholder tagged
