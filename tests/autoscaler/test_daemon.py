@@ -7,14 +7,18 @@ import logging
 import shutil
 import time
 from dataclasses import replace
+from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
 import grpc
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from support.pooled import settled
 from support.waiting import eventually_async
 from support.wool_namespaces import fresh_namespace, held
 from support.wool_pools import unique_namespace
+from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
@@ -25,6 +29,11 @@ from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery import drop as drop_module
 from wool_idle.discovery.drop import Dropper, DropResult, read_records
+from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.app import ExporterSettings, create_app
+from wool_idle.exporter.discovered import DiscoveredTargets
+from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import WorkerConnection
 
 VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
@@ -1011,3 +1020,57 @@ class TestStateFile:
             workers[1].address: Verdict.MIN_AGE,
             workers[2].address: Verdict.MIN_AGE,
         }
+
+
+class TestDiscoveryDown:
+    async def test_cycle_workers_kept_from_an_unreadable_discovery_are_not_stopped(
+        self, make_autoscaler, aiohttp_server, start_server
+    ) -> None:
+        """Given a real exporter following a namespace with two idle hot workers, and a
+        cold worker whose pool was SIGKILLed (its record listed, its block gone: wool
+        cannot read the namespace), down past the exporter's grace, when an autoscaler
+        grouping by wool_tags with a floor of 1 runs a cycle past max-idle, then it stops
+        neither hot worker (either could be a new worker of another pool on a dead
+        worker's port: their pool is unknown): both read without an idle value."""
+        # Arrange
+        hot = [await start_server(), await start_server()]
+        targets = TargetSet()
+        with fresh_namespace() as namespace:
+            spec = DiscoverySpec.parse(f"local:{namespace}")
+            discovered = DiscoveredTargets([spec], targets, poll_interval=0.1, grace=0.0)
+            prober = Prober(tls=None, timeout=5.0, concurrency=8)
+            app = create_app(targets, prober, CollectorRegistry(), ExporterSettings())
+            server = await aiohttp_server(app)
+            autoscaler = make_autoscaler(
+                str(server.make_url("/metrics")),
+                grace=1.0,
+                max_idle=0.2,
+                min_workers=1,
+                cooldown=0.0,
+                group_by=("wool_tags",),
+            )
+            task = asyncio.ensure_future(discovered.run())
+            try:
+                async with held(namespace) as publish:
+                    for worker in hot:
+                        await publish.add(worker.address, tags=("hot",))
+                    dead = await publish.add("127.0.0.1:9", tags=("cold",))
+                    await settled(lambda: len(targets.all()) == 3)
+                    SharedMemory(name=_short_hash(dead.hex)).unlink()
+                    await settled(lambda: all(t.pool_unknown for t in targets.all()))
+                    await asyncio.sleep(0.3)  # every worker idle past max-idle
+                    # Act
+                    ok = await autoscaler.cycle()
+                    await publish.drop(dead)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await prober.close()
+        # Assert
+        assert ok
+        assert not [r for r in autoscaler.records if r.result is StopResult.STOPPED]
+        verdicts = {r.worker: r.verdict for r in autoscaler.records}
+        assert {verdicts[w.address] for w in hot} == {Verdict.INVALID_VALUE}
+        for worker in hot:
+            async with WorkerConnection(worker.address) as connection:
+                assert await connection.idle_time() > 0

@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator
+from multiprocessing.shared_memory import SharedMemory
 
 import pytest
 from prometheus_client import CollectorRegistry
 from support.metrics import samples
 from support.pooled import settled
 from support.wool_namespaces import fresh_namespace, held
+from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.records import WorkerRecord
@@ -198,6 +201,62 @@ class TestDiscoveredTargets:
         ]
         assert [f.errors[FollowProblem.DUPLICATE_ADDRESS] for f in discovered.followers] == [1, 1]
 
+    async def test_apply_address_a_discovery_read_lists_keeps_its_pool(
+        self, namespace: str, monkeypatch
+    ) -> None:
+        """Given a namespace followed both locally and on LAN (loopback), both listing a
+        hot worker alike, the local one also another hot worker and a cold worker whose
+        pool was SIGKILLed (wool cannot read the namespace locally), when the local
+        discovery is down past the grace, then the workers only it lists have an unknown
+        pool; the one the LAN discovery still reads keeps its pool, its LAN record."""
+        # Arrange
+        import functools
+
+        import wool
+        import wool.runtime.discovery.lan as wool_lan
+        from zeroconf.asyncio import AsyncZeroconf
+
+        monkeypatch.setattr(
+            wool_lan, "AsyncZeroconf", functools.partial(AsyncZeroconf, interfaces=["127.0.0.1"])
+        )
+        targets = TargetSet()
+        specs = [DiscoverySpec.parse(f"local:{namespace}"), DiscoverySpec.parse(f"lan:{namespace}")]
+        discovered = DiscoveredTargets(specs, targets, poll_interval=POLL, grace=0.0)
+        local, lan = discovered.followers
+        task = asyncio.ensure_future(discovered.run())
+        try:
+            async with held(namespace) as publish:
+                lan_discovery = wool.LanDiscovery(namespace, advertise_host="127.0.0.1")
+                async with lan_discovery.publisher as lan_publisher:
+                    shared = wool.WorkerMetadata(
+                        uid=uuid.uuid4(),
+                        address="127.0.0.1:5001",
+                        pid=1,
+                        version="0.15.7",
+                        tags=frozenset({"hot"}),
+                    )
+                    await lan_publisher.publish("worker-added", shared)
+                    await publish.add("127.0.0.1:5001", tags=("hot",))
+                    await publish.add("127.0.0.1:5002", tags=("hot",))
+                    dead = await publish.add("127.0.0.1:5003", tags=("cold",))
+                    await settled(lambda: len(local.records) == 3 and len(lan.records) == 1)
+                    # Act
+                    SharedMemory(name=_short_hash(dead.hex)).unlink()
+                    await settled(lambda: sum(t.pool_unknown for t in targets.all()) == 2)
+                    found = {t.address: t for t in targets.all()}
+                    await publish.drop(dead)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        # Assert
+        assert {a: t.pool_unknown for a, t in found.items()} == {
+            "127.0.0.1:5001": False,
+            "127.0.0.1:5002": True,
+            "127.0.0.1:5003": True,
+        }
+        assert found["127.0.0.1:5001"].info_dict()["uid"] == str(shared.uid)
+        assert found["127.0.0.1:5001"].info_dict()["pid"] == "1"
+
 
 class TestDiscoveredExporter:
     async def test_metrics_discovered_workers_labelled_bad_record_never_probed(
@@ -346,3 +405,64 @@ class TestDiscoveredExporter:
         assert [g["targets"] for g in one] == [["127.0.0.1:5002"]]
         assert one[0]["labels"]["__meta_wool_secure"] == "true"
         assert one[0]["labels"]["__meta_wool_uid"] == str(kept)
+
+    async def test_metrics_discovery_down_withholds_idle_until_it_reads_again(
+        self, aiohttp_client, namespace: str, start_server
+    ) -> None:
+        """Given a followed namespace with two real hot workers, one of them also a
+        static target, when a third worker's record block vanishes (its pool was
+        SIGKILLed: wool cannot read the namespace) and the discovery stays down past
+        the grace, then the worker kept only from it is still probed (up 1) but has no
+        idle series, in /metrics and in /probe, counted as discovery_down; the static
+        target keeps its idle value; when the dead worker is dropped and the namespace
+        reads again, its idle series is back."""
+        # Arrange
+        kept, listed = await start_server(), await start_server()
+        targets = TargetSet(static=(Target(listed.address),))
+        spec = DiscoverySpec.parse(f"local:{namespace}")
+        discovered = DiscoveredTargets([spec], targets, poll_interval=POLL, grace=0.0)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(DiscoveryCollector(discovered.followers))
+        prober = Prober(tls=None, timeout=5.0, concurrency=8)
+        client = await aiohttp_client(create_app(targets, prober, registry, ExporterSettings()))
+        (follower,) = discovered.followers
+        labels = frozenset(
+            {("worker", kept.address), ("wool_namespace", namespace), ("wool_tags", "hot")}
+        )
+        static = frozenset({("worker", listed.address)})
+        task = asyncio.ensure_future(discovered.run())
+        try:
+            async with held(namespace) as publish:
+                await publish.add(kept.address, tags=("hot",))
+                await publish.add(listed.address, tags=("hot",))
+                lost = await publish.add("127.0.0.1:9", tags=("cold",))
+                await settled(lambda: follower.up and len(targets.all()) == 3)
+                before = samples(await text(client, "/metrics"))
+                # Act
+                SharedMemory(name=_short_hash(lost.hex)).unlink()
+                await settled(
+                    lambda: (
+                        follower.errors[FollowProblem.STALE_RECORD] >= 2
+                        and targets.discovered[0].pool_unknown
+                    )
+                )
+                down = samples(await text(client, "/metrics"))
+                probed = samples(await text(client, f"/probe?target={kept.address}"))
+                await publish.drop(lost)
+                await settled(lambda: follower.up and len(targets.all()) == 2)
+                again = samples(await text(client, "/metrics"))
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await prober.close()
+        # Assert
+        assert ("wool_worker_idle_seconds", labels) in before
+        assert ("wool_worker_idle_seconds", labels) not in down
+        assert down[("wool_worker_up", labels)] == 1
+        assert ("wool_worker_idle_seconds", static) in down
+        withheld = ("wool_exporter_probe_errors_total", frozenset({("reason", "discovery_down")}))
+        assert before[withheld] == 0
+        assert down[withheld] == 1
+        assert ("wool_worker_idle_seconds", labels) not in probed
+        assert probed[("wool_worker_up", labels)] == 1
+        assert ("wool_worker_idle_seconds", labels) in again

@@ -140,6 +140,24 @@ class TestClassify:
         else:
             assert (result.idle, result.error) == (None, ErrorReason.INVALID_VALUE)
 
+    @given(st.one_of(st.floats(), st.sampled_from([IdleUnavailable("old"), RuntimeError()])))
+    def test_classify_pool_unknown_withholds_only_a_valid_value(
+        self, answer: float | BaseException
+    ) -> None:
+        """Given a target whose pool is unknown (its discovery is down), when any answer
+        is classified, then a valid value is withheld as discovery_down, the worker up;
+        any other answer keeps the result it has for a target of a known pool."""
+        # Arrange
+        unknown = Target("w:1", pool_unknown=True)
+        # Act
+        result = classify(unknown, answer, 0.5)
+        # Assert
+        known = classify(TARGET, answer, 0.5)
+        if known.idle is None:
+            assert result == ProbeResult(unknown, known.up, known.supported, None, 0.5, known.error)
+        else:
+            assert result == ProbeResult(unknown, True, True, None, 0.5, ErrorReason.DISCOVERY_DOWN)
+
     @pytest.mark.parametrize(
         "code",
         [

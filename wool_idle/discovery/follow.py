@@ -9,7 +9,8 @@ is a change. It never stops for its input:
   and has no workers;
 - a subscription that fails or ends, or whose source cannot be checked for a
   replacement, is retried; the workers last known stay (the discovery is
-  unreadable, not empty);
+  unreadable, not empty), and ``down_since`` says since when (the exporter
+  withholds their idle values once that lasts: see ``exporter.discovered``);
 - a new subscription replays every live worker; a worker kept from before
   that it has not announced within its settle time has gone, and is dropped;
 - a record whose address is not a worker address, or whose tags or version are
@@ -17,13 +18,16 @@ is a change. It never stops for its input:
   poll).
 
 ``up`` is True from the moment a subscription announces a worker or has run
-its settle time without failing, until it fails. ``errors`` counts ``FollowProblem``s.
+its settle time without failing, until it fails; ``down_since`` is None while
+up, else the monotonic time it last stopped being up (its creation, at first).
+``errors`` counts ``FollowProblem``s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -83,6 +87,7 @@ class Follower:
     ) -> None:
         self.spec = spec
         self.up = False
+        self.down_since: float | None = time.monotonic()
         self.errors: Counter[FollowProblem] = Counter({problem: 0 for problem in FollowProblem})
         self._attachment = attachment
         self._retry_interval = retry_interval
@@ -188,10 +193,13 @@ class Follower:
         if not self.up:
             log.info("wool discovery %s: following", self)
         self.up = True
+        self.down_since = None
         self._logged = None
 
     def _failed(self, error: BaseException) -> None:
         problem = self._attachment.problem(error)
+        if self.down_since is None:
+            self.down_since = time.monotonic()
         self.up = False
         self.errors[problem] += 1
         if problem is FollowProblem.NAMESPACE_MISSING:

@@ -4,7 +4,8 @@ Series (label ``worker`` is the target address as configured, plus any
 labels from the targets file, or ``wool_namespace`` and ``wool_tags`` for a
 worker found through wool's discovery):
 
-- ``wool_worker_idle_seconds`` only for a worker that answered a valid value;
+- ``wool_worker_idle_seconds`` only for a worker that answered a valid value (and
+  whose pool is known: ``outcome``);
 - ``wool_worker_up``, ``wool_worker_idle_supported``,
   ``wool_worker_probe_duration_seconds`` for every target;
 - ``wool_worker_info`` (1) for every target found through wool's discovery,

@@ -5,9 +5,12 @@ Each discovered worker is a ``Target`` at its record's address, labelled
 its uid, pid, version and secure flag are the labels of its one info series
 ``wool_worker_info``, so a restart changes that series only. An address
 listed by several records, in one discovery or in several, is one target when
-the records agree on its labels (namespace and tags; the first record gives the
-info series), and none when they disagree (``apply``). The exporter's own
-series, per discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
+the records agree on its labels (namespace and tags; the first record of a discovery
+read gives the info series), and none when they disagree (``apply``). A worker kept
+only by discoveries down for more than ``DISCOVERY_DOWN_GRACE`` is still probed, but
+its pool is unknown: its idle value is withheld (``Target.pool_unknown``, reason
+``discovery_down``) until one of them reads again. The exporter's own series, per
+discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
 ``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
 (the reasons are ``FollowProblem``).
 """
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -41,9 +46,20 @@ from wool_idle.exporter.targets import Target, TargetSet
 
 log = logging.getLogger("wool_idle.discovery")
 
+DISCOVERY_DOWN_GRACE: Final = 10.0
+"""Seconds a discovery may be down (its ``Follower`` not ``up``) before the idle values
+of the workers kept from it are withheld. Long enough for a transient failed read to
+pass unseen: at the default poll interval (0.5 s) that is some twenty retries, and a
+new subscription is up within its settle time (two polls), so series do not flicker.
+Short enough to be safe: a worker of another pool started on a dead worker's port
+after the discovery went down has been idle at most as long as the discovery has
+been down, so within the grace it cannot pass a ``--max-idle`` longer than it; past
+it, no idle value of the discovery's workers is served."""
 
-def record_target(namespace: str, record: WorkerRecord) -> Target:
-    """The target of ``record``, found in ``namespace``."""
+
+def record_target(namespace: str, record: WorkerRecord, *, pool_unknown: bool = False) -> Target:
+    """The target of ``record``, found in ``namespace``; ``pool_unknown`` when only
+    discoveries down past their grace list it."""
     labels = ((NAMESPACE_LABEL, namespace), (TAGS_LABEL, record.tags_label))
     info = (
         (PID_LABEL, str(record.pid)),
@@ -56,29 +72,55 @@ def record_target(namespace: str, record: WorkerRecord) -> Target:
         tuple(sorted((name, value) for name, value in labels if value)),
         info=tuple((name, value) for name, value in info if value),
         secure=record.secure,
+        pool_unknown=pool_unknown,
     )
 
 
 class DiscoveredTargets:
     """Follows ``specs`` and keeps ``targets``' discovered part equal to their workers.
 
-    Changes are applied once per event-loop turn, however many records changed in it.
+    Changes are applied once per event-loop turn, however many records changed in it;
+    a discovery's passing ``grace`` down, or reading again after it, within a
+    ``poll_interval``.
     """
 
     def __init__(
-        self, specs: Sequence[DiscoverySpec], targets: TargetSet, *, poll_interval: float
+        self,
+        specs: Sequence[DiscoverySpec],
+        targets: TargetSet,
+        *,
+        poll_interval: float,
+        grace: float = DISCOVERY_DOWN_GRACE,
     ) -> None:
         self.targets = targets
         self.followers = [
             follower(spec, poll_interval=poll_interval, on_change=self._schedule)
             for spec in dict.fromkeys(specs)
         ]
+        self._poll_interval = poll_interval
+        self._grace = grace
         self._scheduled = False
         self._contested: set[str] = set()
+        self._lapsed: frozenset[Follower] = frozenset()
 
     async def run(self) -> None:
         """Follow every discovery until cancelled."""
-        await asyncio.gather(*(f.run() for f in self.followers))
+        await asyncio.gather(*(f.run() for f in self.followers), self._watch_health())
+
+    async def _watch_health(self) -> None:
+        """Apply again whenever the set of discoveries down past the grace changes."""
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            if self._down_past_grace() != self._lapsed:
+                self._schedule()
+
+    def _down_past_grace(self) -> frozenset[Follower]:
+        now = time.monotonic()
+        return frozenset(
+            each
+            for each in self.followers
+            if each.down_since is not None and now - each.down_since >= self._grace
+        )
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -92,8 +134,12 @@ class DiscoveredTargets:
         discovery or across two) is none: which pool answers there is unknown, and
         with the wrong pool's labels the autoscaler could empty the right one. Each
         such address is logged once, and counted once (``duplicate_address``) by each
-        discovery listing it, until its records agree."""
+        discovery listing it, until its records agree. An address listed only by
+        discoveries down past the grace is a target whose pool is unknown; one that a
+        discovery still read lists keeps that discovery's record."""
         self._scheduled = False
+        lapsed = self._down_past_grace()
+        self._log_lapses(lapsed)
         claims: dict[str, list[tuple[Follower, WorkerRecord]]] = {}
         for each in self.followers:
             for record in each.records.values():
@@ -114,13 +160,37 @@ class DiscoveredTargets:
                 address,
             )
         self._contested = contested
+        self._lapsed = lapsed
         self.targets.set_discovered(
             [
-                record_target(found[0][0].spec.namespace, found[0][1])
+                _target(found, lapsed)
                 for address, found in claims.items()
                 if address not in contested
             ]
         )
+
+    def _log_lapses(self, lapsed: frozenset[Follower]) -> None:
+        """Log each discovery with kept workers that just passed the grace down (its
+        ``Follower`` logs when it reads again)."""
+        for each in lapsed - self._lapsed:
+            if each.records:
+                log.warning(
+                    "wool discovery %s: down for over %gs; the idle values of its %d kept "
+                    "workers are withheld (discovery_down) until it reads again",
+                    each,
+                    self._grace,
+                    len(each.records),
+                )
+
+
+def _target(found: list[tuple[Follower, WorkerRecord]], lapsed: frozenset[Follower]) -> Target:
+    """The target of an address's agreeing records: the first one of a discovery not
+    down past the grace, else the first one, its pool unknown."""
+    for each, record in found:
+        if each not in lapsed:
+            return record_target(each.spec.namespace, record)
+    each, record = found[0]
+    return record_target(each.spec.namespace, record, pool_unknown=True)
 
 
 class DiscoveryCollector(Collector):

@@ -2,7 +2,9 @@
 
 Only a finite number >= 0 is an idle value. Anything else, and every error,
 leaves ``idle`` None with a reason, so the exporter never renders a 0 (reads
-as busy) or a stale value (reads as idle) for the worker.
+as busy) or a stale value (reads as idle) for the worker; so does a value of a
+worker whose pool is unknown (``Target.pool_unknown``): its labels could name
+another pool than the one answering.
 
 ``up`` only when the worker demonstrably answered: a value (valid or not),
 UNIMPLEMENTED, or a status only a peer sends (``PEER_CODES``), sent as a gRPC
@@ -76,6 +78,11 @@ class ErrorReason(StrEnum):
     OTHER = "other"
     """Another gRPC status (INTERNAL, PERMISSION_DENIED, ...); up only if a peer sent it
     (``PEER_CODES``). Also any status made of a bare HTTP status (never up)."""
+    DISCOVERY_DOWN = "discovery_down"
+    """The worker answered a valid value, withheld: it is known only from wool
+    discoveries down past their grace (``Target.pool_unknown``), so the pool its labels
+    name may no longer be the one answering at its address (a new worker of another
+    pool can start on a dead worker's port)."""
 
 
 @dataclass(frozen=True)
@@ -96,13 +103,16 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
 
     ``up`` says whether the worker demonstrably answered the idle RPC (a value,
     UNIMPLEMENTED, or a status in ``PEER_CODES``); ``supported`` whether it has the
-    idle RPC.
+    idle RPC. A valid value of a target whose pool is unknown is withheld
+    (``discovery_down``); any other outcome keeps its own reason.
     """
     if isinstance(answer, BaseException):
         reason, up = _reason(answer)
         supported = up and reason is not ErrorReason.UNIMPLEMENTED
         return ProbeResult(target, up, supported, None, duration, reason)
     if valid_idle(answer):
+        if target.pool_unknown:
+            return ProbeResult(target, True, True, None, duration, ErrorReason.DISCOVERY_DOWN)
         return ProbeResult(target, True, True, answer, duration)
     return ProbeResult(target, True, True, None, duration, ErrorReason.INVALID_VALUE)
 
