@@ -5,6 +5,7 @@
 - ``valid_idle``: the one rule for what counts as an idle value at all.
 - ``DEFAULT_GRACE`` and ``stop_deadline``: how long a stop drains, and how long
   its RPC may take.
+- ``MAX_REPLY_BYTES``: the largest reply the daemons' clients take from a worker.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ DISCOVERY_WORKERS: Final = "wool_exporter_discovery_workers"
 """Workers the exporter currently takes from the discovery."""
 DISCOVERY_ERRORS: Final = "wool_exporter_discovery_errors"
 """A counter (``_total``) of the discovery's problems, by ``reason``: failed attempts to
-follow it, and records skipped for a bad address."""
+follow it, and records skipped (a bad address, labels that are not UTF-8)."""
 RETIRED_TIMESTAMP: Final = "wool_autoscaler_retired_timestamp_seconds"
 """On the autoscaler's ``/metrics``: Unix time at which it stopped the worker
 (label ``worker``, plus the worker's ``--group-by`` labels); the alert rules
@@ -69,6 +70,11 @@ DEFAULT_GRACE: Final = 30.0
 """Seconds a worker drains in-flight tasks on stop unless told otherwise."""
 STOP_DEADLINE_MARGIN: Final = 10.0
 """Seconds a stop RPC's deadline exceeds the grace (the worker answers after draining)."""
+MAX_REPLY_BYTES: Final = 64 * 1024
+"""The largest idle or stop reply the exporter and the autoscaler read from a worker
+(wool's idle reply is 9 bytes; room for fields of later versions). A larger one
+(``RESOURCE_EXHAUSTED``) is that worker's failure: a hostile target cannot make
+either daemon take in gRPC's default 4 MiB per call."""
 
 
 def valid_idle(seconds: object) -> bool:

@@ -9,6 +9,7 @@ import math
 
 import grpc
 import pytest
+from support.raw import length_delimited
 from support.waiting import eventually_async
 from support.wool_pools import WoolFleet
 
@@ -17,8 +18,10 @@ from wool_idle.autoscaler.actuator import ActionSettings, WorkerActuator
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.contract import MAX_REPLY_BYTES
 from wool_idle.discovery.drop import read_records
 from wool_idle.exceptions import TransientRpcError
+from wool_idle.proto import IdleTime
 from wool_idle.worker import WorkerConnection
 from wool_idle.worker.channels import ChannelKey, pool
 
@@ -196,7 +199,7 @@ class TestWorkerActuator:
         await draining.retire(stop(worker.address))
         (ending,) = draining._going_on.values()
         await asyncio.sleep(0.1)  # it runs, waiting for the call, as at any exit
-        key = ChannelKey(worker.address)
+        key = ChannelKey(worker.address, None, actuator_module.CHANNEL_OPTIONS)
         users_before = pool().users(key)
         # Act
         ending.cancel()
@@ -264,6 +267,19 @@ class TestWorkerActuator:
         # Assert
         assert attempt == StopAttempt(StopResult.FAILED)
         assert undecodable_worker.stops == 0
+
+    async def test_retire_idle_reply_over_the_limit_is_failed(self, scripted) -> None:
+        """Given a worker whose idle reply carries an idle value past the rule and a
+        field bloating it past ``MAX_REPLY_BYTES``, when retired, then the reply is not
+        taken in (``RESOURCE_EXHAUSTED``, transient: unreachable) and no stop is sent."""
+        # Arrange
+        padding = length_delimited(15, bytes(MAX_REPLY_BYTES + 1024))  # a field IdleTime lacks
+        worker = await scripted(reply=IdleTime(seconds=100.0).SerializeToString() + padding)
+        # Act
+        attempt = await actuator().retire(stop(worker.address))
+        # Assert
+        assert attempt == StopAttempt(StopResult.UNREACHABLE)
+        assert worker.stop_requests == []
 
     @pytest.mark.parametrize("error", [RuntimeError("boom"), ZeroDivisionError(), KeyError("k")])
     async def test_retire_any_error_is_failed(self, scripted, error: Exception) -> None:

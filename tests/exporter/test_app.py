@@ -23,14 +23,16 @@ from support.closing import ClosingServer
 from support.hung import HungServer
 from support.metrics import by_worker, samples
 from support.pooled import settled, users
+from support.raw import length_delimited
 
+from wool_idle.contract import MAX_REPLY_BYTES
 from wool_idle.exporter.app import (
     SCRAPE_TIMEOUT_HEADER,
     ExporterSettings,
     create_app,
     scrape_budget,
 )
-from wool_idle.exporter.connections import CHANNEL_OPTIONS, MAX_REPLY_BYTES, ConnectionCache
+from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.proto import IdleTime
@@ -649,17 +651,6 @@ class TestOtherEndpoints:
 BUDGET = 0.6
 """Seconds each scrape of the property test may spend (the exporter's --timeout)."""
 FAULTS = ["undecodable", "huge", "slow", "closing", "unimplemented", "internal", "raising"]
-
-
-def length_delimited(field: int, payload: bytes) -> bytes:
-    """A protobuf field of wire type 2 (bytes): tag, varint length, payload."""
-    header, size = bytes([field << 3 | 2]), len(payload)
-    length = bytearray()
-    while True:
-        length.append(size & 0x7F | (0x80 if size > 0x7F else 0))
-        size >>= 7
-        if not size:
-            return header + bytes(length) + payload
 
 
 class RaisingConnection(WorkerConnection):

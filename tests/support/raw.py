@@ -20,6 +20,17 @@ UNDECODABLE = b"\xff\xff"
 """Bytes that no message of worker.proto parses (a truncated field)."""
 
 
+def length_delimited(field: int, payload: bytes) -> bytes:
+    """A protobuf field of wire type 2 (bytes): tag, varint length, payload."""
+    header, size = bytes([field << 3 | 2]), len(payload)
+    length = bytearray()
+    while True:
+        length.append(size & 0x7F | (0x80 if size > 0x7F else 0))
+        size >>= 7
+        if not size:
+            return header + bytes(length) + payload
+
+
 def _same(data: bytes) -> bytes:
     return data
 

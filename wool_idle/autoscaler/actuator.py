@@ -36,7 +36,7 @@ from typing import Final, Protocol
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, stop_outcome
 from wool_idle.autoscaler.verdicts import StopResult
-from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
+from wool_idle.contract import DEFAULT_GRACE, MAX_REPLY_BYTES, stop_deadline, valid_idle
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import ClientTls, WorkerConnection
 
@@ -56,6 +56,9 @@ BeforeStop = Callable[[str], Awaitable[None]]
 StopEnded = Callable[[Decision, StopResult], Awaitable[None]]
 """Awaited when a stop that went on in the background ended: its decision, and what came
 of it (``stopped``, ``refused_busy`` or ``failed`` after all, or ``unanswered``)."""
+CHANNEL_OPTIONS: Final = (("grpc.max_receive_message_length", MAX_REPLY_BYTES),)
+"""A reply over ``MAX_REPLY_BYTES`` is not taken in (``RESOURCE_EXHAUSTED``: the worker
+is unreachable), so its confirmation fails and no stop is sent."""
 STOP_REPLY_WAIT: Final = 10.0
 """Seconds a cycle waits for a stop's reply (a refusal comes at once); past it the call
 goes on in the background and the worker counts as retiring."""
@@ -108,7 +111,9 @@ class WorkerActuator:
             log.info("worker %s: its stop still goes on; it counts as retiring", decision.worker)
             return StopAttempt(StopResult.UNANSWERED, going_on=True)
         try:
-            connection = WorkerConnection(decision.worker, tls=self.settings.tls)
+            connection = WorkerConnection(
+                decision.worker, tls=self.settings.tls, options=CHANNEL_OPTIONS
+            )
         except Exception as error:  # not an address after all, unreadable TLS files
             return failed(decision.worker, "connect", error, None)
         sent: list[asyncio.Future[None]] = []

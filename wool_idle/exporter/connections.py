@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from wool_idle.contract import MAX_REPLY_BYTES
 from wool_idle.worker import ClientTls, WorkerConnection
 
 ADHOC_LIMIT: Final = 10_000
@@ -29,9 +30,6 @@ ADHOC_LIMIT: Final = 10_000
 its own list of workers reuses channels instead of opening one per probe."""
 ADHOC_TTL: Final = 300.0
 """Seconds such a connection is kept after its last use."""
-
-MAX_REPLY_BYTES: Final = 64 * 1024
-"""The largest idle reply read (wool's is 9 bytes; room for fields of later versions)."""
 
 CHANNEL_OPTIONS: Final = (
     # Pick up a worker restarted on the same address within about a second.
@@ -43,8 +41,6 @@ CHANNEL_OPTIONS: Final = (
     # the next scrape asks again).
     ("grpc.http2.bdp_probe", 0),
     ("grpc.enable_retries", 0),
-    # A reply over this (RESOURCE_EXHAUSTED) is that worker's failure: a hostile target
-    # cannot make the exporter take in gRPC's default 4 MiB on every scrape.
     ("grpc.max_receive_message_length", MAX_REPLY_BYTES),
 )
 
