@@ -338,6 +338,45 @@ def once_with_state(url: str, state: Path, *, min_workers: int) -> list[str]:
     ]
 
 
+def daemon_with_state(url: str, state: Path) -> list[str]:
+    """The `autoscaler` daemon over ``url`` (max idle 1m, no floor, grouped by
+    wool_tags) with ``--state-file state``, on a Unix socket; its URL is its first line."""
+    return [
+        "autoscaler",
+        "--metrics-url",
+        url,
+        "--max-idle",
+        "1m",
+        "--min-workers",
+        "0",
+        "--group-by",
+        "wool_tags",
+        "--interval",
+        "0.2s",
+        "--state-file",
+        str(state),
+        "--web.listen-address",
+        f"unix:{unix_http.socket_path('autoscaler')}",
+    ]
+
+
+def retired_series(text: str) -> dict[frozenset[tuple[str, str]], float]:
+    """The samples of ``wool_autoscaler_retired_timestamp_seconds`` in ``text``."""
+    name = "wool_autoscaler_retired_timestamp_seconds"
+    return {labels: value for (sample, labels), value in samples(text).items() if sample == name}
+
+
+async def wait_retired(url: str) -> dict[frozenset[tuple[str, str]], float]:
+    """Poll the autoscaler's /metrics until it shows a retired worker (or WAIT seconds);
+    the retired series last read."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    series: dict[frozenset[tuple[str, str]], float] = {}
+    while not series and asyncio.get_running_loop().time() < deadline:
+        series = retired_series((await unix_http.get(url, "/metrics"))[1])
+        await asyncio.sleep(0.1)
+    return series
+
+
 class TestStateFileCli:
     async def test_second_once_counts_the_first_ones_stop_retiring(
         self, scripted, serve_text, tmp_path: Path
@@ -361,6 +400,41 @@ class TestStateFileCli:
         assert [len(w.stop_requests) for w in workers] == [1, 0, 0]
         assert "1 worker(s) retiring" in second.stderr
         assert list(json.loads(state.read_text())["retiring"]) == [workers[0].address]
+
+    async def test_restarted_daemon_shows_the_worker_it_retired(
+        self, scripted, serve_text, tmp_path: Path
+    ) -> None:
+        """Given a daemon on a state file, grouped by wool_tags, that stopped an idle
+        worker, when it is restarted (SIGTERM, then a new process on the same file) over
+        a source that reads the worker down (its static target stays), then the new
+        process serves the worker's retired series again, with the stop time and group
+        the first one served (WoolWorkerDown's `unless on(worker)` still matches it)."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        labels = f'worker="{worker.address}",wool_tags="hot"'
+        idle = await serve_text(
+            f"wool_worker_idle_seconds{{{labels}}} 900\nwool_worker_up{{{labels}}} 1\n"
+            f"wool_worker_idle_supported{{{labels}}} 1\n"
+        )
+        down = await serve_text(f"wool_worker_up{{{labels}}} 0\n")
+        state = tmp_path / "state.json"
+        state.write_text('{"version": 1, "retiring": {}, "unreachable": {}, "cooldown_until": {}}')
+        first = spawn_cli(daemon_with_state(idle, state))
+        first_url = first.stdout.readline().strip()
+        before = await wait_retired(first_url)
+        first.send_signal(signal.SIGTERM)
+        first_status = first.wait(timeout=WAIT)
+        # Act
+        restarted = spawn_cli(daemon_with_state(down, state))
+        restarted_url = restarted.stdout.readline().strip()
+        ready = await wait_ready(restarted_url)
+        after = retired_series((await unix_http.get(restarted_url, "/metrics"))[1])
+        restarted.send_signal(signal.SIGTERM)
+        statuses = [first_status, restarted.wait(timeout=WAIT)]
+        # Assert
+        assert (statuses, ready, len(worker.stop_requests)) == ([0, 0], 200, 1)
+        assert list(before) == [frozenset({("worker", worker.address), ("wool_tags", "hot")})]
+        assert after == before
 
     async def test_unreadable_state_file_holds_and_says_why(
         self, scripted, serve_text, tmp_path: Path

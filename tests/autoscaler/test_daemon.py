@@ -903,6 +903,33 @@ class TestStateFile:
             workers[2].address: Verdict.MIN_WORKERS,
         }
 
+    async def test_restart_shows_the_workers_retired_before(
+        self, make_autoscaler, scripted, tmp_path: Path
+    ) -> None:
+        """Given an autoscaler on a state file, grouped by wool_tags, that stopped an idle
+        hot worker, when a new autoscaler starts on the same file and runs a cycle that
+        reads the worker down (its static target stays), then the worker is shown retired
+        again, with the stop time and the group of the first process (so WoolWorkerDown
+        does not fire for it), and the file still holds the mark."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        source = ScriptedSource()
+        source.readings = [Reading(worker.address, 900.0, group=("hot",))]
+        path = tmp_path / "state.json"
+        StateFile(path).save(Marks())
+        rule = {"max_idle": 60.0, "min_workers": 0, "group_by": ("wool_tags",), "source": source}
+        earlier = make_autoscaler("", state_file=StateFile(path), **rule)
+        await earlier.once()
+        stopped_at = retired(earlier, worker.address, wool_tags="hot")
+        source.readings = [Reading(worker.address, None, up=False, group=("hot",))]
+        restarted = make_autoscaler("", state_file=StateFile(path), **rule)
+        # Act
+        await restarted.once()
+        # Assert
+        assert len(worker.stop_requests) == 1 and stopped_at is not None
+        assert retired(restarted, worker.address, wool_tags="hot") == stopped_at
+        assert StateFile(path).load().retired[worker.address].at == stopped_at
+
     async def test_stop_is_written_down_before_it_is_sent(
         self, make_autoscaler, scripted, tmp_path: Path
     ) -> None:

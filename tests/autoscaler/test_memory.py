@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 import types
 from pathlib import Path
@@ -13,7 +15,8 @@ from wool_idle.autoscaler import memory as memory_module
 from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings, Reading
-from wool_idle.autoscaler.state_file import Marks, StateFile
+from wool_idle.autoscaler.retired import RetiredWorkers
+from wool_idle.autoscaler.state_file import Marks, Retired, StateFile
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 WORKER = "127.0.0.1:50051"
@@ -23,10 +26,56 @@ def memory_of(path: Path) -> StopMemory:
     """A ``StopMemory`` of a new planner (no floor) on the state file at ``path``."""
     planner = PolicyPlanner(PolicySettings(max_idle=60.0, min_workers=0))
     errors = Counter("state_write_errors", "", registry=CollectorRegistry())
-    return StopMemory(StateFile(path), planner, errors)
+    return StopMemory(StateFile(path), planner, errors, RetiredWorkers())
 
 
 class TestStopMemory:
+    async def test_recall_skips_malformed_retired_marks_and_keeps_the_stop_marks(
+        self, tmp_path: Path, caplog
+    ) -> None:
+        """Given a state file with a worker retiring, one retired mark well formed and
+        one malformed, when a new process recalls it, then the worker counts retiring
+        (no hold: the stop marks were read), the good retired mark is shown with its
+        time, and the malformed one is left out and logged by name."""
+        # Arrange
+        path = tmp_path / "state.json"
+        now = time.time()
+        retired = {"ok:1": {"at": now - 60.0, "labels": {}}, "bad:1": {"at": "soon"}}
+        document = json.loads(Marks(retiring={WORKER: now - 1.0}).to_json())
+        path.write_text(json.dumps({**document, "retired": retired}))
+        memory = memory_of(path)
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            memory.recall()
+        plan = await memory.planner.plan([Reading(WORKER, 900.0)], time.monotonic())
+        # Assert
+        assert [d.verdict for d in plan.decisions] == [Verdict.RETIRING]
+        assert memory.retired.marks() == {"ok:1": Retired(now - 60.0, {})}
+        assert "1 retired mark(s) malformed" in caplog.text and "'bad:1'" in caplog.text
+        assert "none is sent" not in caplog.text
+
+    async def test_save_keeps_retired_marks_and_writes_only_on_a_change(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a process that recalled a file holding a retired mark, when it saves
+        with nothing changed, then the file is not written again; once the mark ends
+        (a new worker at the address) and it saves, then the file no longer holds it."""
+        # Arrange
+        path = tmp_path / "state.json"
+        StateFile(path).save(Marks(retired={WORKER: Retired(time.time() - 60.0, {})}))
+        memory = memory_of(path)
+        memory.recall()
+        written = path.stat().st_ino
+        # Act
+        await memory.save()
+        rewritten = path.stat().st_ino != written
+        kept = set(StateFile(path).load().retired)
+        memory.retired.forget(WORKER)
+        await memory.save()
+        # Assert
+        assert (rewritten, kept) == (False, {WORKER})
+        assert StateFile(path).load().retired == {}
+
     async def test_save_follows_a_wall_clock_set_forward(self, tmp_path: Path, monkeypatch) -> None:
         """Given an autoscaler started with its wall clock an hour behind (before NTP
         synced) that stopped a worker, when the clock is set right and the marks are
@@ -64,6 +113,7 @@ class TestStopMemory:
             "from prometheus_client import CollectorRegistry, Counter\n"
             "from wool_idle.autoscaler import memory\n"
             "from wool_idle.autoscaler.planner import PolicyPlanner\n"
+            "from wool_idle.autoscaler.retired import RetiredWorkers\n"
             "from wool_idle.autoscaler.policy import PolicySettings\n"
             "from wool_idle.autoscaler.state_file import StateFile\n"
             "from wool_idle.autoscaler.verdicts import StopResult\n"
@@ -75,7 +125,9 @@ class TestStopMemory:
             "planner.record('127.0.0.1:1', StopResult.STOPPED, time.monotonic())\n"
             "registry = CollectorRegistry()\n"
             "errors = Counter('e', '', registry=registry)\n"
-            "stop_memory = memory.StopMemory(HungFileSystem(sys.argv[1]), planner, errors)\n"
+            "stop_memory = memory.StopMemory(\n"
+            "    HungFileSystem(sys.argv[1]), planner, errors, RetiredWorkers()\n"
+            ")\n"
             "asyncio.run(stop_memory.save())\n"
             "print(f\"failed writes: {registry.get_sample_value('e_total'):g}\")\n"
         )

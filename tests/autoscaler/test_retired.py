@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from wool_idle.autoscaler.retired import RETIRED_LIMIT, RETIRED_MAX_AGE, RetiredWorkers
+from wool_idle.autoscaler.state_file import Retired
 
 NAME = "wool_autoscaler_retired_timestamp_seconds"
 
@@ -83,3 +84,53 @@ class TestRetiredWorkers:
         retired.forget("b:1")
         # Assert
         assert shown(retired) == {}
+
+    def test_marks_gives_each_shown_mark_with_its_group(self) -> None:
+        """Given a mark a day old and a newer one with group labels, when the marks are
+        taken (for the state file), then only the newer is given, with its stop time
+        and its group labels by name."""
+        # Arrange
+        clock = Clock()
+        retired = RetiredWorkers(("wool_tags",), clock)
+        retired.mark("old:1", {})
+        clock.now += RETIRED_MAX_AGE
+        retired.mark("new:1", {"wool_tags": "hot"})
+        clock.now += 1.0
+        # Act
+        marks = retired.marks()
+        # Assert
+        assert marks == {"new:1": Retired(clock.now - 1.0, {"wool_tags": "hot"})}
+
+    def test_restore_shows_the_marks_of_an_earlier_process(self) -> None:
+        """Given the marks of an earlier process, when a new one restores them under its
+        group-by labels, then each is shown with its own stop time and the values of
+        those labels (one it lacks empty, one no longer grouped by left out)."""
+        # Arrange
+        clock = Clock()
+        retired = RetiredWorkers(("wool_tags", "zone"), clock)
+        earlier = {"a:1": Retired(clock.now - 60.5, {"wool_tags": "hot", "shard": "2"})}
+        # Act
+        retired.restore(earlier)
+        # Assert
+        assert shown(retired) == {"a:1": (clock.now - 60.5, {"wool_tags": "hot", "zone": ""})}
+
+    def test_restore_keeps_the_bounds(self) -> None:
+        """Given more marks than the limit within a day, one older than a day and one
+        from after now (this host's clock set back), when restored, then the limit holds,
+        the old one and the oldest within the day are left out, the one from the future
+        counts from now, and a new mark then ends the oldest one restored first."""
+        # Arrange
+        clock = Clock()
+        retired = RetiredWorkers((), clock)
+        earlier = {f"w{i}:1": Retired(clock.now - 1000.0 + i, {}) for i in range(RETIRED_LIMIT)}
+        earlier["old:1"] = Retired(clock.now - RETIRED_MAX_AGE - 1.0, {})
+        earlier["future:1"] = Retired(clock.now + 3600.0, {})
+        # Act
+        retired.restore(earlier)
+        full = shown(retired)
+        retired.mark("new:1", {})
+        # Assert
+        assert len(full) == RETIRED_LIMIT
+        assert "old:1" not in full and "w0:1" not in full and "w1:1" in full
+        assert full["future:1"] == (clock.now, {})
+        assert len(retired) == RETIRED_LIMIT and "w1:1" not in retired and "new:1" in retired

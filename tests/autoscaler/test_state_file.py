@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,14 +13,24 @@ import pytest
 from support.processes import run_python
 
 from wool_idle.autoscaler import state_file as state_file_module
-from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
+from wool_idle.autoscaler.state_file import Marks, Retired, StateFile, StateFileError
 
 MARKS = Marks(
     retiring={"10.0.0.1:50051": 1_800_000_000.25},
     unreachable={"unix:/run/w.sock": 1_800_000_001.0},
     cooldown_until={"[::1]:7": 1_800_000_300.5},
     held_until=1_800_000_200.0,
+    retired={"10.0.0.2:50051": Retired(1_799_999_000.123456, {"wool_tags": "hot"})},
 )
+BEFORE_RETIRED = """{
+ "version": 1,
+ "retiring": {"10.0.0.1:50051": 1800000000.25},
+ "unreachable": {"unix:/run/w.sock": 1800000001.0},
+ "cooldown_until": {"[::1]:7": 1800000300.5},
+ "held_until": 1800000200.0
+}
+"""
+"""A file as an autoscaler wrote it before the retired marks were kept."""
 
 
 def content(**changes: object) -> str:
@@ -48,6 +59,18 @@ MALFORMED = {
     '"unreachable": {}, "cooldown_until": {}}' % ("0" * 400),
     "nested too deep": "[" * 100_000 + "]" * 100_000,
 }
+GOOD_RETIRED = {"at": 1_799_999_000.5, "labels": {"wool_tags": "hot"}}
+MALFORMED_RETIRED = {
+    "a time as text": {"at": "1799999000", "labels": {}},
+    "a time as a boolean": {"at": True, "labels": {}},
+    "NaN": {"at": float("nan"), "labels": {}},
+    "no labels": {"at": 1_799_999_000.0},
+    "labels as a list": {"at": 1_799_999_000.0, "labels": []},
+    "a label value not text": {"at": 1_799_999_000.0, "labels": {"wool_tags": 1}},
+    "an unknown key": {"at": 1_799_999_000.0, "labels": {}, "extra": 1},
+    "a bare time": 1_799_999_000.0,
+    "null": None,
+}
 
 
 class TestMarks:
@@ -58,6 +81,51 @@ class TestMarks:
         read = Marks.from_json(MARKS.to_json())
         # Assert
         assert read == MARKS
+
+    def test_from_json_reads_a_file_written_before_the_retired_marks(self) -> None:
+        """Given a file as the autoscaler wrote it before it kept retired marks (no
+        `retired` key), when read, then its stop marks are all there and no retired
+        worker is, with nothing reported skipped."""
+        # Act
+        read = Marks.from_json(BEFORE_RETIRED)
+        # Assert
+        assert read == dataclasses.replace(MARKS, retired={})
+        assert read.skipped == ()
+
+    @pytest.mark.parametrize("mark", MALFORMED_RETIRED.values(), ids=MALFORMED_RETIRED.keys())
+    def test_from_json_skips_a_malformed_retired_mark(self, mark: object) -> None:
+        """Given a file whose stop marks are well formed and whose retired marks are one
+        good and one malformed, when read, then the stop marks and the good retired mark
+        are read, and the malformed one is left out and named in skipped (never failing
+        the read: the stop marks are what keeps the floor)."""
+        # Arrange
+        text = content(retired={"ok:1": GOOD_RETIRED, "bad:1": mark})
+        # Act
+        read = Marks.from_json(text)
+        # Assert
+        assert (read.retiring, read.unreachable) == (MARKS.retiring, MARKS.unreachable)
+        assert (read.cooldown_until, read.held_until) == (MARKS.cooldown_until, MARKS.held_until)
+        assert read.retired == {"ok:1": Retired(1_799_999_000.5, {"wool_tags": "hot"})}
+        assert len(read.skipped) == 1 and "'bad:1'" in read.skipped[0]
+
+    @pytest.mark.parametrize("retired", [[], "hot", 1, None], ids=repr)
+    def test_from_json_retired_not_an_object_keeps_the_stop_marks(self, retired: object) -> None:
+        """Given a file whose `retired` value is not an object, when read, then the stop
+        marks are read, no retired worker is, and the reason is in skipped."""
+        # Act
+        read = Marks.from_json(content(retired=retired))
+        # Assert
+        assert read == dataclasses.replace(MARKS, retired={})
+        assert read.skipped == ("retired: not an object",)
+
+    def test_from_json_skips_a_retired_mark_of_an_empty_worker(self) -> None:
+        """Given a retired mark under an empty worker label, when read, then it is left
+        out and named in skipped; the other marks are read."""
+        # Act
+        read = Marks.from_json(content(retired={"": GOOD_RETIRED}))
+        # Assert
+        assert read == dataclasses.replace(MARKS, retired={})
+        assert len(read.skipped) == 1
 
     @pytest.mark.parametrize("text", MALFORMED.values(), ids=MALFORMED.keys())
     def test_from_json_malformed_is_a_state_file_error(self, text: str) -> None:

@@ -3,12 +3,13 @@
 Before a stop is sent it is written down (given a ``StopMemory``: the stop is
 not sent if that fails) and the discovery records at the worker's address are
 noted (given a ``dropper``: its drop drops only one of them). Once it ended the
-planner learns what came of it first; then it is written down, counted and
-logged. A worker stopped, or whose stop got no answer (it may be draining), is
-marked retired (``retired``); a worker stopped has its drop published in wool's
-discovery (of the record noted, never of a worker published since); a drop that
-fails is counted and logged, never undoes the stop. A stop that ended
-otherwise, and goes on nowhere, has its note forgotten.
+planner learns what came of it first; then a worker stopped, or whose stop got
+no answer (it may be draining), is marked retired (``retired``); then it is
+written down (the retired mark with it), counted and logged. A worker stopped
+has its drop published in wool's discovery (of the record noted, never of a
+worker published since); a drop that fails is counted and logged, never undoes
+the stop. A stop that ended otherwise, and goes on nowhere, has its note
+forgotten.
 """
 
 from __future__ import annotations
@@ -57,13 +58,13 @@ class StopBookkeeping:
     async def settle(self, decision: Decision, attempt: StopAttempt) -> None:
         """Record, count and log what came of the planned stop of ``decision``."""
         self.planner.record(decision.worker, attempt.result, time.monotonic())
-        if self.memory is not None:
-            await self.memory.settled(decision.worker)
-        self.metrics.stops.labels(attempt.result.value).inc()
         record = Record.of(decision, self.group_by, attempt.result, attempt.confirmed_idle)
-        decision_log.append(self.records, record)
         if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):
             self.metrics.retired.mark(decision.worker, record.group)
+        if self.memory is not None:  # with the retired mark
+            await self.memory.settled(decision.worker)
+        self.metrics.stops.labels(attempt.result.value).inc()
+        decision_log.append(self.records, record)
         if attempt.result is StopResult.STOPPED:
             await self._drop(decision.worker)
         elif not attempt.going_on:  # an unanswered call ended at once has no stop_ended
@@ -80,15 +81,15 @@ class StopBookkeeping:
         async with self.lock:
             gone = ended in (StopResult.STOPPED, StopResult.UNANSWERED)
             self.planner.record(worker, StopResult.STOPPED if gone else ended, time.monotonic())
-            if self.memory is not None:
+            if gone:
+                group = dict(zip(self.group_by, decision.group, strict=False))
+                self.metrics.retired.mark(worker, group)
+            else:
+                self.metrics.retired.forget(worker)
+            if self.memory is not None:  # with the retired mark
                 await self.memory.settled(worker)
             if ended is not StopResult.STOPPED:
                 self._forget_note(worker)
-            if not gone:
-                self.metrics.retired.forget(worker)
-                return
-            group = dict(zip(self.group_by, decision.group, strict=False))
-            self.metrics.retired.mark(worker, group)
             if ended is StopResult.STOPPED:
                 await self._drop(worker)
 

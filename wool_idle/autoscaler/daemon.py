@@ -11,7 +11,8 @@ leaves once the stops still going on (workers draining) ended, or after
 ``exit_wait``; a stop that ended after the cycle gave up waiting is learnt then.
 While a stop goes on, its worker is retiring afresh each cycle, however long it
 drains (an unbounded grace outlasts the planner's retiring time).
-Given a ``state_file``, the planner's marks outlive the process (``memory``).
+Given a ``state_file``, the planner's marks and the retired ones outlive the
+process (``memory``); without one, a restart forgets them.
 The daemon only orchestrates: the policy selects, the actuator confirms and
 stops.
 """
@@ -95,7 +96,9 @@ class Autoscaler:
         self.planner = planner = PolicyPlanner(rule)
         self.memory = None
         if self.state_file is not None:
-            self.memory = StopMemory(self.state_file, planner, self.metrics.state_write_errors)
+            self.memory = StopMemory(
+                self.state_file, planner, self.metrics.state_write_errors, self.metrics.retired
+            )
         self.bookkeeping = StopBookkeeping(
             planner,
             self.metrics,

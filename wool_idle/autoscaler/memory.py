@@ -1,5 +1,8 @@
 """The planner's marks kept across restarts: taken up at start, written down before
-each stop is sent, and again whenever they change (``state_file``).
+each stop is sent, and again whenever they change (``state_file``). The workers
+shown retired (``retired``) are kept with them, in the same writes: one that is
+written only when a mark changed, never once a cycle for nothing. A retired mark
+that the file has malformed is logged and left out; the others are taken up.
 
 Fail closed. A state file missing or unreadable at start means the stops of an
 earlier process are unknown, so the planner sends none for ``retiring_for``
@@ -29,6 +32,7 @@ from typing import Final
 from prometheus_client import Counter
 
 from wool_idle.autoscaler.planner import PolicyPlanner
+from wool_idle.autoscaler.retired import RetiredWorkers
 from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -40,10 +44,18 @@ WRITE_TIMEOUT: Final = 10.0
 
 
 class StopMemory:
-    """``planner``'s marks in ``file``; ``write_errors`` counts the writes that failed."""
+    """``planner``'s marks and the ``retired`` ones in ``file``; ``write_errors`` counts
+    the writes that failed."""
 
-    def __init__(self, file: StateFile, planner: PolicyPlanner, write_errors: Counter) -> None:
+    def __init__(
+        self,
+        file: StateFile,
+        planner: PolicyPlanner,
+        write_errors: Counter,
+        retired: RetiredWorkers,
+    ) -> None:
         self.file, self.planner, self.write_errors = file, planner, write_errors
+        self.retired = retired
         self._shift = time.time() - time.monotonic()
         """Unix time minus monotonic time: kept while it drifts, so marks change only when
         they do; followed once the wall clock steps (``_wall_shift``)."""
@@ -70,13 +82,22 @@ class StopMemory:
             )
             return
         self.planner.restore(marks, self._shift, clock=now + self._shift)
+        self.retired.restore(marks.retired)
         self._written = marks
+        if marks.skipped:
+            log.warning(
+                "state file %s: %d retired mark(s) malformed, left out (%s)",
+                self.file.path,
+                len(marks.skipped),
+                "; ".join(marks.skipped[:3]) + ("; ..." if len(marks.skipped) > 3 else ""),
+            )
         log.info(
-            "state file %s: %d worker(s) retiring, %d unreachable, %d cooling down%s",
+            "state file %s: %d worker(s) retiring, %d unreachable, %d cooling down, %d retired%s",
             self.file.path,
             len(marks.retiring),
             len(marks.unreachable),
             len(marks.cooldown_until),
+            len(self.retired),
             "" if marks.held_until is None else "; every stop held on (min_age) as it was",
         )
 
@@ -108,7 +129,7 @@ class StopMemory:
     async def _write(self) -> None:
         async with self._lock:
             shift = self._wall_shift()
-            marks = self.planner.marks(shift)
+            marks = replace(self.planner.marks(shift), retired=self.retired.marks())
             if self._sending:
                 sending = {w: t + shift for w, t in self._sending.items()}
                 marks = replace(marks, retiring={**sending, **marks.retiring})

@@ -6,8 +6,10 @@ series tells the alert rules and the dashboard it was retired on purpose.
 Bounded in count and in time: the ``RETIRED_LIMIT`` most recent stops within
 ``RETIRED_MAX_AGE``. A worker's mark ends early when the source reports it up
 once it is no longer retiring (past ``PolicySettings.retiring_for``: a new worker
-at that address). The marks live in this process: after a restart the series is
-empty again. Safe to collect from another thread than the one marking.
+at that address). The marks live in this process; given ``--state-file`` they are
+also kept in it (``marks``) and taken up at start (``restore``), so the series is
+shown again after a restart; without one, a restart empties it. Safe to collect
+from another thread than the one marking.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.state_file import Retired
 from wool_idle.contract import RETIRED_TIMESTAMP, WORKER_LABEL
 
 RETIRED_LIMIT: Final = 1000
@@ -47,6 +50,29 @@ class RetiredWorkers(Collector):
             self._marks[worker] = (self.clock(), group)
             while len(self._marks) > RETIRED_LIMIT:
                 self._marks.popitem(last=False)
+
+    def marks(self) -> dict[str, Retired]:
+        """The marks shown (those past ``RETIRED_MAX_AGE`` ended first), by worker."""
+        with self._lock:
+            self._expire()
+            return {
+                worker: Retired(stopped, dict(zip(self.group_by, group, strict=True)))
+                for worker, (stopped, group) in self._marks.items()
+            }
+
+    def restore(self, marks: Mapping[str, Retired]) -> None:
+        """Take up the ``marks`` of an earlier process, before any mark is made: those
+        past ``RETIRED_MAX_AGE`` or beyond the ``RETIRED_LIMIT`` most recent end, and
+        one from after now (this host's clock was set back) counts from now."""
+        now = self.clock()
+        restored = sorted(
+            (min(mark.at, now), worker, tuple(mark.labels.get(n, "") for n in self.group_by))
+            for worker, mark in marks.items()
+        )
+        with self._lock:
+            for stopped, worker, group in restored[-RETIRED_LIMIT:]:
+                if stopped >= now - RETIRED_MAX_AGE:
+                    self._marks[worker] = (stopped, group)
 
     def forget(self, worker: str) -> None:
         """End ``worker``'s mark (a new worker answers at its address)."""
@@ -75,10 +101,8 @@ class RetiredWorkers(Collector):
         return len(self._marks)
 
     def collect(self) -> Iterator[Metric]:
-        oldest = self.clock() - RETIRED_MAX_AGE
         with self._lock:
-            while self._marks and next(iter(self._marks.values()))[0] < oldest:
-                self._marks.popitem(last=False)
+            self._expire()
             marks = list(self._marks.items())
         family = GaugeMetricFamily(
             RETIRED_TIMESTAMP,
@@ -89,3 +113,9 @@ class RetiredWorkers(Collector):
         for worker, (stopped, group) in marks:
             family.add_metric([worker, *group], stopped)
         yield family
+
+    def _expire(self) -> None:
+        """End the marks past ``RETIRED_MAX_AGE`` (the lock held)."""
+        oldest = self.clock() - RETIRED_MAX_AGE
+        while self._marks and next(iter(self._marks.values()))[0] < oldest:
+            self._marks.popitem(last=False)

@@ -3,11 +3,15 @@
 Without it a restarted autoscaler knows nothing of the stops it sent before: a
 worker still draining, or one whose old sample the source still serves, counts
 alive for ``--min-workers`` again, and a worker the floor needs can be stopped
-for it. The file holds, in Unix time, the marks that prevent that (``Marks``).
+for it. The file holds, in Unix time, the marks that prevent that (``Marks``),
+and the workers shown retired, so that a restart shows them retired, not down.
 
 Format: one JSON object, ``{"version": 1, "retiring": {worker: t, ...},
-"unreachable": {...}, "cooldown_until": {...}}``, every ``t`` a finite number,
-and, while stops are held (``held_until``), ``"held_until": t``.
+"unreachable": {...}, "cooldown_until": {...}, "retired": {worker: {"at": t,
+"labels": {name: value, ...}}, ...}}``, every ``t`` a finite number, and, while
+stops are held (``held_until``), ``"held_until": t``. ``retired`` is optional (a
+file written before it existed has none), and a malformed retired mark is left
+out (named in ``Marks.skipped``), never failing the read of the others.
 It is written whole to a temporary file in the same directory, flushed to disk
 and renamed over the old one, so a crash leaves the old file or the new one,
 never a part of either. One autoscaler per file: ``lock`` holds an exclusive
@@ -35,12 +39,21 @@ MAX_BYTES: Final = 64 * 1024 * 1024
 """The largest state file read (a few hundred bytes per worker marked)."""
 _KINDS: Final = ("retiring", "unreachable", "cooldown_until")
 _HELD: Final = "held_until"
+_RETIRED: Final = "retired"
 _TEMPORARY_SUFFIX: Final = ".tmp"
 """Ends the name of a temporary file ``save`` writes (``.<name>.XXXXXXXX.tmp``)."""
 
 
 class StateFileError(Exception):
     """The state file is missing, unreadable or malformed: its marks are unknown."""
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A worker shown retired: the Unix time of its stop, and its group labels."""
+
+    at: float
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,35 +68,42 @@ class Marks:
     held_until: float | None = None
     """Until when no stop is sent at all: the marks of an earlier process were lost,
     and a restart meanwhile must hold them still (``PolicyPlanner.hold``)."""
+    retired: Mapping[str, Retired] = field(default_factory=dict)
+    skipped: tuple[str, ...] = field(default=(), compare=False)
 
     def to_json(self) -> str:
-        """The file's content (times rounded to the millisecond, workers sorted)."""
+        """The file's content (times to the millisecond, retired ones as shown, sorted)."""
         content: dict[str, Any] = {"version": VERSION}
         for kind in _KINDS:
             marks: Mapping[str, float] = getattr(self, kind)
             content[kind] = {w: round(t, 3) for w, t in sorted(marks.items())}
         if self.held_until is not None:
             content[_HELD] = round(self.held_until, 3)
+        content[_RETIRED] = {
+            w: {"at": r.at, "labels": dict(sorted(r.labels.items()))}
+            for w, r in sorted(self.retired.items())
+        }
         return json.dumps(content, indent=1) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> Marks:
         """``Marks`` from a file's content; ``StateFileError`` for anything but the
         format above (another version, a worker that is not a non-empty string, a
-        time that is not a finite number)."""
+        time that is not a finite number), but for a malformed retired mark."""
         try:
             content = json.loads(text)
         except (ValueError, RecursionError) as error:  # not JSON, or nested too deep
             raise StateFileError(f"not JSON: {error}") from None
         if type(content) is not dict or content.get("version") != VERSION:
             raise StateFileError(f"not a version {VERSION} state object")
-        if set(content) - {_HELD} != {"version", *_KINDS}:
+        if set(content) - {_HELD, _RETIRED} != {"version", *_KINDS}:
             raise StateFileError(
-                f"expected the keys version, {', '.join(_KINDS)} (and {_HELD}) only"
+                f"expected the keys version, {', '.join(_KINDS)} (and {_HELD}, {_RETIRED}) only"
             )
         retiring, unreachable, cooldown_until = (_times(kind, content[kind]) for kind in _KINDS)
         held = _time(_HELD, content[_HELD]) if _HELD in content else None
-        return cls(retiring, unreachable, cooldown_until, held)
+        retired, skipped = _retired(content.get(_RETIRED, {}))
+        return cls(retiring, unreachable, cooldown_until, held, retired, skipped)
 
 
 def _times(kind: str, marks: object) -> dict[str, float]:
@@ -95,6 +115,23 @@ def _times(kind: str, marks: object) -> dict[str, float]:
             raise StateFileError(f"{kind}: an empty worker")
         times[worker] = _time(f"{kind}: {worker!r}", at)
     return times
+
+
+def _retired(marks: object) -> tuple[dict[str, Retired], tuple[str, ...]]:
+    """The well-formed retired ``marks``, and what was wrong with each other one."""
+    if type(marks) is not dict:
+        return {}, (f"{_RETIRED}: not an object",)
+    retired, skipped = {}, []
+    for worker, mark in marks.items():
+        labels: Any = mark["labels"] if type(mark) is dict and set(mark) == {"at", "labels"} else 0
+        texts = type(labels) is dict and all(type(value) is str for value in labels.values())
+        try:
+            if not (worker and texts):
+                raise StateFileError(f"{_RETIRED}: {worker!r}: not {{at, labels}} with text labels")
+            retired[worker] = Retired(_time(f"{_RETIRED}: {worker!r}", mark["at"]), labels)
+        except StateFileError as error:
+            skipped.append(str(error))
+    return retired, tuple(skipped)
 
 
 def _time(what: str, at: object) -> float:
