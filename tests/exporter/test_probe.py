@@ -6,13 +6,14 @@ import asyncio
 import socket
 import time
 
+from support.blackhole import Blackhole
 from support.closing import ClosingServer
 from support.pooled import settled, users
 from support.tls import TlsMaterial
 
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.outcome import ErrorReason
-from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.probe import AdhocProbesBusy, Prober
 from wool_idle.exporter.targets import Target
 from wool_idle.worker import ClientTls, ServerTls, WorkerConnection
 
@@ -219,6 +220,35 @@ class TestProber:
         assert capped == [0, 0, 1, 1, 1, 1]
         assert prober.connections.open() == set()
         assert [users(w.address) for w in workers] == [0] * 6
+
+    async def test_probe_adhoc_pending_connects_count_against_the_limit(self) -> None:
+        """Given an ad-hoc limit of 2 and three unconfigured addresses that never answer
+        a handshake, when /probe asks each in turn with a short budget, then the first
+        two miss the deadline and the third is refused: the connects the first two left
+        pending (gRPC gives a connect ``CONNECT_TIMEOUT``, even after its channel
+        closed) still hold their places, so no more sockets connect than the limit."""
+        # Arrange
+        holes = [Blackhole() for _ in range(3)]
+        prober = Prober(
+            tls=None, timeout=2.0, concurrency=4, connections=ConnectionCache(adhoc_limit=2)
+        )
+        outcomes: list[ErrorReason | str | None] = []
+        connecting = []
+        # Act
+        for hole in holes:
+            try:
+                result = await prober.probe_adhoc(Target(hole.address), time.monotonic() + 0.3)
+            except AdhocProbesBusy:
+                outcomes.append("busy")
+            else:
+                outcomes.append(result.error)
+            connecting.append(sum(h.connecting() for h in holes))
+        # Assert
+        assert outcomes == [ErrorReason.DEADLINE, ErrorReason.DEADLINE, "busy"]
+        assert max(connecting) <= 2
+        await prober.close()
+        for hole in holes:
+            hole.close()
 
 
 class TestProberTls:

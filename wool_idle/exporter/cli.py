@@ -79,7 +79,8 @@ def register(root: Parser) -> None:
         "--probe.adhoc-limit",
         whole_number(1),
         "how many /probe targets that are not configured stay connected (least recently "
-        "used closed first), and may be probed at once (beyond it: 503)",
+        "used closed first), and may be probed at once (beyond it: 503; a probe whose "
+        "worker did not answer counts 20s longer, while its connect may be pending)",
     )
     add_client_tls_flags(parser)
     add_web_flags(parser)

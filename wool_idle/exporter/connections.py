@@ -31,11 +31,17 @@ its own list of workers reuses channels instead of opening one per probe."""
 ADHOC_TTL: Final = 300.0
 """Seconds such a connection is kept after its last use."""
 
+CONNECT_TIMEOUT: Final = 20.0
+"""Seconds gRPC gives one connection attempt (``grpc.min_reconnect_backoff_ms``, its
+default made explicit). An attempt to an address that never answers the handshake
+holds a socket that long, even after its channel closed."""
+
 CHANNEL_OPTIONS: Final = (
     # Pick up a worker restarted on the same address within about a second.
-    # (grpc.min_reconnect_backoff_ms is left alone: it is also the connect timeout.)
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # Also the connect timeout: left at gRPC's default, named for the ad-hoc limit.
+    ("grpc.min_reconnect_backoff_ms", int(CONNECT_TIMEOUT * 1000)),
     # An idle reply is 9 bytes: no bandwidth-delay probing pings to size flow-control
     # windows, and no retry machinery (a failed idle call is that scrape's answer;
     # the next scrape asks again).

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from wool_idle.exceptions import WoolError
 from wool_idle.exporter.coalesce import Coalescer, Results
-from wool_idle.exporter.connections import ConnectionCache
+from wool_idle.exporter.connections import CONNECT_TIMEOUT, ConnectionCache
 from wool_idle.exporter.outcome import (
     ErrorReason,
     ProbeResult,
@@ -39,14 +39,16 @@ Listener = Callable[[Sequence[ProbeResult], float | None], None]
 
 class AdhocProbesBusy(Exception):
     """``probe_adhoc`` refused: the cache's ad-hoc limit of probes of targets outside
-    the configured set are already in flight."""
+    the configured set are already in flight (or their connects still pending)."""
 
 
 class Prober:
     """Probes targets over the connections of one ``ConnectionCache``. A fan-out has
     at most ``concurrency`` calls in flight, and concurrent fan-outs share the one in
     flight (``coalesce``); probes of unconfigured targets in flight are at most the
-    cache's ad-hoc limit (beyond it, ``AdhocProbesBusy``: never queued).
+    cache's ad-hoc limit (beyond it, ``AdhocProbesBusy``: never queued), and one whose
+    worker did not answer keeps its place ``CONNECT_TIMEOUT`` longer, as long as
+    the connect it started may still hold a socket.
 
     The prober keeps no metrics: ``subscribe`` a listener to count results.
     ``last`` holds the latest fan-out's result per configured target.
@@ -95,21 +97,25 @@ class Prober:
         """``probe`` for ``/probe``: the configured set is left as it is, and a
         connection opened for an unconfigured target is ad hoc (see ``connections``).
         ``AdhocProbesBusy`` if the target is unconfigured and the ad-hoc limit of
-        such probes is in flight."""
+        such probes is in flight (see the class docstring)."""
         if self.connections.configured(target.address):
             result = await self.probe(target, deadline, adhoc=True)
         elif self._adhoc_in_flight >= self.connections.adhoc_limit:
-            busy = AdhocProbesBusy(f"{self._adhoc_in_flight} probes of unconfigured targets")
+            busy = AdhocProbesBusy(
+                f"{self._adhoc_in_flight} probes of unconfigured targets or their connects"
+            )
             if AdhocProbesBusy not in self._logged:
                 self._logged.add(AdhocProbesBusy)
                 log.warning("/probe answers 503 beyond %s in flight (--probe.adhoc-limit)", busy)
             raise busy
         else:
             self._adhoc_in_flight += 1
+            up = False
             try:
                 result = await self.probe(target, deadline, adhoc=True)
+                up = result.up
             finally:
-                self._adhoc_in_flight -= 1
+                self._free_adhoc_place(held=not up)
         self._announce([result], None)
         return result
 
@@ -194,6 +200,16 @@ class Prober:
     def _announce(self, results: Sequence[ProbeResult], duration: float | None) -> None:
         for listener in self._listeners:
             listener(results, duration)
+
+    def _free_adhoc_place(self, *, held: bool = False) -> None:
+        """End an ad-hoc probe's hold on its place, at once, or ``held`` (the worker did
+        not answer: its channel closed) ``CONNECT_TIMEOUT`` from now, when no connect
+        the channel left pending can still hold a socket: else a flood of probes to
+        addresses that drop handshakes keeps far more sockets than the limit."""
+        if held:
+            asyncio.get_running_loop().call_later(CONNECT_TIMEOUT, self._free_adhoc_place)
+        else:
+            self._adhoc_in_flight -= 1
 
     def _log_unexpected(self, target: Target, error: Exception) -> None:
         """Log a fault the client does not map, once per exception type (with traceback)."""
