@@ -2,7 +2,8 @@
 
 - Series and label names: what the exporter renders, the autoscaler reads back,
   the dashboards and alert rules query.
-- ``valid_idle``: the one rule for what counts as an idle value at all.
+- ``valid_idle``: the one rule for what counts as an idle value at all;
+  ``encodes_as_utf8``: the one test for text that must go out as bytes.
 - ``DEFAULT_GRACE`` and ``stop_deadline``: how long a stop drains, and how long
   its RPC may take.
 - ``MAX_REPLY_BYTES``: the largest reply the daemons' clients take from a worker.
@@ -86,6 +87,16 @@ def valid_idle(seconds: object) -> bool:
     if isinstance(seconds, float):
         return 0 <= seconds < math.inf  # NaN compares false
     return isinstance(seconds, int) and not isinstance(seconds, bool) and seconds >= 0
+
+
+def encodes_as_utf8(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 encoding: it holds no lone surrogate (a JSON or YAML
+    ``"\\ud800"`` escape makes one), which no label value or header can carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def stop_deadline(grace: float) -> float | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wool_idle.contract import encodes_as_utf8
 from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.worker.address import parse_address
 
@@ -79,7 +80,7 @@ class WorkerRecord:
         tags = tuple(sorted(str(tag) for tag in metadata.tags))
         version = str(metadata.version)
         for fact, text in (("tags", ",".join(tags)), ("version", version)):
-            if not _utf8(text):
+            if not encodes_as_utf8(text):
                 why = f"its {fact} are not valid UTF-8: {text!r}"
                 raise InvalidRecord(uid, address, why, FollowProblem.INVALID_RECORD)
         return cls(
@@ -91,15 +92,6 @@ class WorkerRecord:
             extra=tuple(sorted((str(k), str(v)) for k, v in dict(metadata.extra).items())),
             secure=bool(metadata.secure),
         )
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _escaped(tag: str) -> str:

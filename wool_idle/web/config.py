@@ -37,6 +37,7 @@ from typing import Final
 
 import bcrypt
 
+from wool_idle.contract import encodes_as_utf8
 from wool_idle.web.server_tls import ServerTlsSettings, server_tls_context, server_tls_settings
 from wool_idle.web.yaml_fields import (
     ConfigFileError,
@@ -146,15 +147,6 @@ def _headers(node: Node | None) -> dict[str, str]:
             raise ConfigFileError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
         if CONTROL_CHARACTER.search(value):
             raise ConfigFileError(f"{where}: control character in the value")
-        if not value.isascii() and not _encodable(value):
+        if not value.isascii() and not encodes_as_utf8(value):
             raise ConfigFileError(f"{where}: the value is not valid Unicode")
     return headers
-
-
-def _encodable(value: str) -> bool:
-    """Whether ``value`` has bytes (no lone surrogate such as a YAML ``"\\ud800"``)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, valid_idle
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, encodes_as_utf8, valid_idle
 
 Values = dict[str, float | None]
 """Sample values of one series, by worker (None: not a number)."""
@@ -50,12 +50,10 @@ class SamplesByWorker:
         group = tuple(value for value in found if isinstance(value, str))
         if len(group) != len(found):
             raise TypeError(f"a non-string value for a label of {', '.join(self.group_by)}")
-        try:
-            "".join(group).encode()
-        except UnicodeEncodeError:
+        if not encodes_as_utf8("".join(group)):
             raise TypeError(
                 f"a value that is not valid UTF-8 for a label of {', '.join(self.group_by)}"
-            ) from None
+            )
         if self.groups.setdefault(worker, group) != group:
             self.conflicting.add(worker)
 
