@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from wool_idle.daemon_thread import on_daemon_thread
+from wool_idle.daemon_thread import DaemonThreads, on_daemon_thread
 
 
 class TestOnDaemonThread:
@@ -42,3 +42,23 @@ class TestOnDaemonThread:
 
         with pytest.raises(RuntimeError, match="raised StopIteration"):
             await asyncio.wait_for(on_daemon_thread("exhausted", exhausted), 10)
+
+
+class TestDaemonThreads:
+    def test_submit_runs_in_order_on_daemon_threads_of_the_name(self) -> None:
+        """Given an executor of one thread, when jobs are submitted, then they run in
+        the order submitted, on a daemon thread named after the executor."""
+        # Arrange
+        threads = DaemonThreads(1, "ordered")
+        ran: list[int] = []
+
+        def job(n: int) -> tuple[str, bool]:
+            ran.append(n)
+            return threading.current_thread().name, threading.current_thread().daemon
+
+        # Act
+        futures = [threads.submit(job, n) for n in range(5)]
+        results = {future.result(timeout=10) for future in futures}
+        # Assert
+        assert ran == [0, 1, 2, 3, 4]
+        assert results == {("ordered-1", True)}

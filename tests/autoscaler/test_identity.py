@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.clock import Clock
+from support.processes import run_python
 
 from wool_idle.autoscaler import endpoints, identity
 from wool_idle.autoscaler.identity import LOOKUP_THREADS, AddressResolver, identities
@@ -205,6 +206,28 @@ class TestAddressResolver:
         # Assert
         assert stuck == {}
         assert later == {"localhost:5": localhost_endpoints(5)}
+
+    def test_resolve_hung_lookups_never_hold_up_the_exit(self) -> None:
+        """Given a process whose name lookups hang (a DNS server that does not answer:
+        here a ``getaddrinfo`` that never returns, as one cannot be run here), with more
+        names read than there are lookup threads, when the resolve times out and the
+        process then leaves, then it exits at once: neither the lookups under way nor
+        those queued are waited for (each costs the resolver's own timeouts: with dozens
+        of names, SIGTERM took minutes to end the daemon)."""
+        # Arrange
+        script = (
+            "import asyncio, socket, threading\n"
+            "from wool_idle.autoscaler.identity import LOOKUP_THREADS, AddressResolver\n"
+            "socket.getaddrinfo = lambda *args, **kwargs: threading.Event().wait()\n"
+            "names = [f'w{n}.example:1' for n in range(2 * LOOKUP_THREADS)]\n"
+            "found = asyncio.run(AddressResolver(timeout=0.1).resolve(names))\n"
+            "print(f'resolved: {len(found)}')\n"
+        )
+        # Act
+        result = run_python(script, timeout=30.0)
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "resolved: 0\n"
 
     async def test_resolve_forgets_labels_no_longer_read(self) -> None:
         """Given labels resolved on one call, when the next call asks for others, then

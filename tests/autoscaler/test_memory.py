@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import threading
 import time
 import types
 from pathlib import Path
@@ -100,6 +102,43 @@ class TestStopMemory:
         plan = await restarted.planner.plan([Reading(WORKER, 900.0)], time.monotonic())
         # Assert
         assert [d.verdict for d in plan.decisions] == [Verdict.RETIRING]
+
+    async def test_save_hung_on_the_file_system_lets_go_of_the_writes_that_timed_out(
+        self, tmp_path: Path, monkeypatch
+    ) -> None:
+        """Given a state file whose write hangs in the file system (a save that never
+        returns, as a hung mount cannot be made here), when the marks change and are
+        saved again and again (a cycle's worth each), each write timing out, then the
+        writes that timed out are let go: the marks they held are not kept (one more
+        was kept each cycle for as long as the mount hung), and each is counted."""
+        # Arrange
+        release = threading.Event()
+
+        class HungFileSystem(StateFile):
+            def save(self, marks: Marks) -> None:
+                release.wait()
+
+        monkeypatch.setattr(memory_module, "WRITE_TIMEOUT", 0.001)
+        monkeypatch.setattr(memory_module.log, "disabled", True)  # the capture keeps records
+        planner = PolicyPlanner(PolicySettings(max_idle=60.0, min_workers=0))
+        registry = CollectorRegistry()
+        errors = Counter("state_write_errors", "", registry=registry)
+        memory = StopMemory(HungFileSystem(tmp_path / "s.json"), planner, errors, RetiredWorkers())
+        saves = 300
+        gc.collect()
+        before = sum(isinstance(o, Marks) for o in gc.get_objects())
+        # Act
+        try:
+            for n in range(saves):
+                planner.record(f"127.0.0.1:{n + 1}", StopResult.STOPPED, time.monotonic())
+                await memory.save()
+            gc.collect()
+            held = sum(isinstance(o, Marks) for o in gc.get_objects()) - before
+        finally:
+            release.set()
+        # Assert
+        assert registry.get_sample_value("state_write_errors_total") == saves
+        assert held < saves / 3
 
     def test_save_hung_on_the_file_system_never_holds_up_the_exit(self, tmp_path: Path) -> None:
         """Given a process whose write of the state file hangs in the file system (a

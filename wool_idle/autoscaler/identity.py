@@ -39,11 +39,11 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from typing import Final
 
 from wool_idle.autoscaler.endpoints import Endpoints, literal_endpoints, look_up
+from wool_idle.daemon_thread import DaemonThreads
 
 __all__ = [
     "LOOKUP_THREADS",
@@ -58,8 +58,10 @@ RESOLVE_TIMEOUT: Final = 2.0
 RESOLVE_TTL: Final = 60.0
 """Seconds an answer (endpoints, or none) is kept."""
 LOOKUP_THREADS: Final = 4
-"""Threads that run name lookups (and real-path reads), apart from the loop's own."""
-_LOOKUPS: Final = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="wool-idle-resolve")
+"""Threads that run name lookups (and real-path reads), apart from the loop's own:
+daemon threads, so lookups that hang (a DNS server that does not answer, a hung
+mount) never hold up the process's exit."""
+_LOOKUPS: Final = DaemonThreads(LOOKUP_THREADS, "wool-idle-resolve")
 
 
 class AddressResolver:

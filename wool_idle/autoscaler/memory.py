@@ -13,18 +13,16 @@ content, which names every stop sent up to then (each was written before it
 was sent), so a restart meanwhile counts them retiring still. Writes run one at
 a time, in order, on a thread of their own, each waited for ``WRITE_TIMEOUT`` at
 most: a file system that hangs fails the write (and holds the stop) rather than
-the cycle, and never holds up the process's exit (a daemon thread).
+the cycle, and never holds up the process's exit (a daemon thread); the writes
+that timed out behind the hung one are let go, not queued up for as long as it
+hangs (``DaemonThreads``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import queue
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from typing import Final
@@ -34,6 +32,7 @@ from prometheus_client import Counter
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.retired import RetiredWorkers
 from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
+from wool_idle.daemon_thread import DaemonThreads
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -64,7 +63,7 @@ class StopMemory:
         recorded by the planner (``settled``)."""
         self._written: Marks | None = None
         self._lock = asyncio.Lock()
-        self._writer = Writer()
+        self._writer = DaemonThreads(1, "wool-idle-state")
 
     def recall(self) -> None:
         """Take up the file's marks, or, missing or unreadable, hold every stop for the
@@ -153,33 +152,3 @@ class StopMemory:
             )
             self._shift = shift
         return self._shift
-
-
-class Writer:
-    """Runs the jobs submitted, one at a time and in order, on a daemon thread: one hung
-    on the file system is left behind when the process leaves, never waited for (a
-    ``ThreadPoolExecutor``'s thread is, so SIGTERM could not end the daemon)."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], Future[None]]]
-        self._jobs = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="wool-idle-state", daemon=True).start()
-
-    def submit(self, job: Callable[[], None]) -> Future[None]:
-        """Run ``job`` after those submitted before; its future (cancelled before it
-        began, it never runs)."""
-        future: Future[None] = Future()
-        self._jobs.put((job, future))
-        return future
-
-    def _run(self) -> None:
-        while True:
-            job, future = self._jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                job()
-            except BaseException as error:  # the waiter's to handle, as an executor's
-                future.set_exception(error)
-            else:
-                future.set_result(None)
