@@ -92,6 +92,21 @@ class TestServeApp:
         assert Path(socket_path).read_text() == "someone's file\n"
         os.unlink(socket_path)
 
+    async def test_serve_app_unix_socket_in_a_missing_directory_names_the_path(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a Unix socket path in a directory that does not exist, then the OSError
+        from entering names the path (the daemon logged only "cannot listen: [Errno 2]
+        No such file or directory", naming nothing)."""
+        # Arrange
+        path = tmp_path / "missing" / "w.sock"
+        # Act
+        with pytest.raises(OSError) as raised:
+            async with serve_app(hello_app(), f"unix:{path}"):
+                pass
+        # Assert
+        assert str(path) in str(raised.value)
+
     @pytest.mark.parametrize(
         "sent", [b"", b"GET /hello HTTP/1.1\r\nHost: x\r\n"], ids=["silent", "slow-head"]
     )

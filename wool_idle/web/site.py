@@ -118,7 +118,10 @@ async def _start(runner: web.AppRunner, listen: str, ssl_context: ssl.SSLContext
         path = listen.removeprefix(UNIX_PREFIX)
         claim_unix_socket(path)
         site = web.UnixSite(runner, path, ssl_context=ssl_context)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:  # bind's own names no path (a missing directory)
+            raise OSError(error.errno, f"{path}: {error.strerror or error}") from None
         return f"{scheme}+unix://{urllib.parse.quote(path, safe='')}"
     host, port = split_host_port(listen)
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
