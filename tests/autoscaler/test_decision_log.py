@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from wool_idle import logs
-from wool_idle.autoscaler.decision_log import Record, write
+from wool_idle.autoscaler.decision_log import MAX_FIELD, Record, write
+from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 STOPPED = Record(1700000000.0, "a:1", 600.5, Verdict.STOP, 601.0, StopResult.STOPPED)
@@ -123,3 +124,29 @@ class TestRecord:
         as an object."""
         # Act / Assert
         assert GROUPED.fields()["group"] == {"wool_tags": "hot,x=y", "zone": ""}
+
+    def test_of_cuts_a_label_longer_than_any_address(self) -> None:
+        """Given a decision on a worker whose label, and whose group value, are ten
+        million characters long (Prometheus's API bounds no label: a source may send
+        one each cycle), when recorded, then the record keeps the first ``MAX_FIELD``
+        characters of each and says how long it was: the 1000 records kept for
+        /decisions held up to 1000 such labels, and each log line was as long."""
+        # Arrange
+        huge = "w" * 10_000_000
+        decision = Decision(huge, 900.0, Verdict.INVALID_ADDRESS, (huge,))
+        # Act
+        record = Record.of(decision, ["pool"])
+        # Assert
+        cut = "w" * MAX_FIELD + "... (10000000 characters)"
+        assert (record.worker, dict(record.group)) == (cut, {"pool": cut})
+
+    def test_of_keeps_an_address_whole(self) -> None:
+        """Given a decision on a worker named by a long address (a Unix socket path
+        near its limit) in a group, when recorded, then both are kept as they are."""
+        # Arrange
+        worker = "unix:/" + "d" * 100
+        decision = Decision(worker, 900.0, Verdict.MIN_WORKERS, ("hot,gpu",))
+        # Act
+        record = Record.of(decision, ["wool_tags"])
+        # Assert
+        assert (record.worker, dict(record.group)) == (worker, {"wool_tags": "hot,gpu"})

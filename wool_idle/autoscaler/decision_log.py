@@ -23,6 +23,11 @@ log = logging.getLogger("wool_idle.autoscaler")
 
 DECISION_LOG_SIZE: Final = 1000
 """Records kept for ``/decisions``, newest last."""
+MAX_FIELD: Final = 1024
+"""Characters of a worker label or group value a record keeps. No address is longer
+(a host name has at most 253, a Unix socket path at most 107 bytes); a longer label
+(a source may send one of megabytes: Prometheus's API bounds none) is cut, its
+length noted, so the records kept, and each log line, stay bounded."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +53,11 @@ class Record:
     ) -> Record:
         """The record of ``decision`` now (with the ``result`` of its stop, if one was
         tried, and the idle time the worker confirmed), its group labelled by
-        ``group_by``."""
-        group = dict(zip(group_by, decision.group, strict=False))
+        ``group_by``; a label or value longer than ``MAX_FIELD`` is cut."""
+        group = {name: _bounded(v) for name, v in zip(group_by, decision.group, strict=False)}
         return cls(
             time.time(),
-            decision.worker,
+            _bounded(decision.worker),
             decision.idle,
             decision.verdict,
             confirmed_idle,
@@ -71,6 +76,13 @@ class Record:
             "result": None if self.result is None else self.result.value,
             "group": dict(self.group),
         }
+
+
+def _bounded(text: str) -> str:
+    """``text``, or its first ``MAX_FIELD`` characters and its length if longer."""
+    if len(text) <= MAX_FIELD:
+        return text
+    return f"{text[:MAX_FIELD]}... ({len(text)} characters)"
 
 
 def append(records: deque[Record], record: Record) -> None:
