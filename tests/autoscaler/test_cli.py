@@ -84,6 +84,26 @@ class TestAutoscalerCli:
         assert returncode == 0, process.stderr.read() if process.stderr else ""
         assert (worker.stops_answered, worker.stops_cancelled) == (1, 0)
 
+    async def test_daemon_signalled_says_so_at_once(self, serve_text) -> None:
+        """Given the daemon running, when it gets SIGTERM, then it logs at once that it
+        was signalled, sends no more stops and how long those sent may hold it, before
+        it has stopped (it said nothing until then: up to the stops' deadline, 40 s at
+        the defaults), and exits 0."""
+        # Arrange
+        url = await serve_text("")
+        daemon = ["autoscaler", "--metrics-url", url, "--max-idle", "1m", "--interval", "0.1s"]
+        process = spawn_cli([*daemon, "--web.listen-address", "127.0.0.1:0"])
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.readline()  # the ready line: the handlers are installed
+        # Act
+        process.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(process.wait, WAIT)
+        log = process.stderr.read()
+        # Assert
+        assert returncode == 0, log
+        assert "autoscaler: signalled, sending no more stops; those sent may end (40s" in log
+        assert log.index("signalled") < log.index("autoscaler stopped")
+
     def test_once_source_down_exits_1(self) -> None:
         """Given no exporter at the URL, when `--once` runs, then it exits 1 and says so."""
         # Act

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from typing import Final
 
 from wool_idle.autoscaler.app import create_app
-from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler
+from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler, exit_wait
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
@@ -102,8 +103,23 @@ async def run_daemon(
             "autoscaler",
             serve_app(app, daemon.web_listen_address, web, path="/metrics"),
             lambda: autoscaler.run(daemon.interval),
-            stop=autoscaler.stopping.set,
+            stop=_leaving(autoscaler, "autoscaler"),
         )
+
+
+def _leaving(autoscaler: Autoscaler, name: str) -> Callable[[], None]:
+    """What SIGTERM and SIGINT do: log that ``name`` leaves (the stops it sent may hold
+    it up to ``exit_wait``: said at once, not only once it has stopped), and start no
+    more stops."""
+    wait = exit_wait(autoscaler.action.grace)
+
+    def leave() -> None:
+        log.info(
+            "%s: signalled, sending no more stops; those sent may end (%gs at most)", name, wait
+        )
+        autoscaler.stopping.set()
+
+    return leave
 
 
 async def _once(autoscaler: Autoscaler) -> int:
@@ -112,11 +128,7 @@ async def _once(autoscaler: Autoscaler) -> int:
     their deadline), as the daemon's do: a wool worker whose stop call is cut never
     exits."""
     loop = asyncio.get_running_loop()
-
-    def leave() -> None:
-        log.info("autoscaler --once: signalled, sending no more stops; those sent may end")
-        autoscaler.stopping.set()
-
+    leave = _leaving(autoscaler, "autoscaler --once")
     signals = (signal.SIGTERM, signal.SIGINT)
     for signum in signals:
         loop.add_signal_handler(signum, leave)
