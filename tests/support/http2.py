@@ -1,7 +1,9 @@
 """A real HTTP/2 server on loopback that is no gRPC server: every request is answered
 with one HTTP status and no gRPC status (a web server, a proxy's error page, another
 service that took the port), or with a ``grpc_status`` but never a message (a gRPC
-"trailers-only" answer, which with status 0 says OK and carries no reply). Frames
+"trailers-only" answer, which with status 0 says OK and carries no reply), or reset
+at once with an HTTP/2 error code (``reset``: ``REFUSED_STREAM``, the stream was not
+processed; a server refusing streams beyond its limit, or closing). Frames
 are written by hand (prior knowledge, no TLS), enough for gRPC's client: SETTINGS
 and PING acknowledged, each request's HEADERS answered by a HEADERS frame that
 ends the stream. Use it as
@@ -16,8 +18,10 @@ import struct
 from typing import Final, Self
 
 PREFACE_BYTES: Final = 24
-HEADERS, SETTINGS, PING = 1, 4, 6
+HEADERS, RST_STREAM, SETTINGS, PING = 1, 3, 4, 6
 ACK, END_STREAM_AND_HEADERS = 0x1, 0x5
+REFUSED_STREAM: Final = 7
+"""The HTTP/2 error code of a stream the server did not process (gRPC: UNAVAILABLE)."""
 STATIC_STATUS_INDEX: Final = {200: 8, 204: 9, 206: 10, 304: 11, 400: 12, 404: 13, 500: 14}
 """HPACK's static table: the ``:status`` values it can send as one byte."""
 
@@ -46,9 +50,13 @@ def _literal(name: bytes, value: bytes) -> bytes:
 
 
 class PlainHttp2Server:
-    """Answers every HTTP/2 request with ``status`` (and ``grpc-status`` if given)."""
+    """Answers every HTTP/2 request with ``status`` (and ``grpc-status`` if given), or
+    resets it with the error code ``reset`` (an HTTP/2 RST_STREAM, no status at all)."""
 
-    def __init__(self, status: int, grpc_status: int | None = None) -> None:
+    def __init__(
+        self, status: int = 200, grpc_status: int | None = None, *, reset: int | None = None
+    ) -> None:
+        self.reset = reset
         self.block = _status_block(status)
         if grpc_status is not None:
             self.block += _literal(b"content-type", b"application/grpc")
@@ -85,6 +93,8 @@ class PlainHttp2Server:
                 payload = await reader.readexactly(int.from_bytes(head[:3], "big"))
                 if kind in (SETTINGS, PING) and not flags & ACK:
                     writer.write(_frame(kind, ACK, 0, payload if kind == PING else b""))
+                elif kind == HEADERS and self.reset is not None:
+                    writer.write(_frame(RST_STREAM, 0, stream, struct.pack(">I", self.reset)))
                 elif kind == HEADERS:
                     writer.write(_frame(HEADERS, END_STREAM_AND_HEADERS, stream, self.block))
                 await writer.drain()

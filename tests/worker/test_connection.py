@@ -11,7 +11,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.http2 import PlainHttp2Server
+from support.http2 import REFUSED_STREAM, PlainHttp2Server
 from support.raw import UNDECODABLE, RawWorker
 from support.scripted import ScriptedWorker
 from support.tasks import (
@@ -265,6 +265,31 @@ class TestWorkerConnection:
                 await connection.stop(grace)
         # Assert
         assert worker.stop_requests == []
+
+    @pytest.mark.parametrize("method", ["dispatch", "idle", "stop"])
+    async def test_call_stream_refused_is_transient(self, method: str) -> None:
+        """Given a server that resets every stream with REFUSED_STREAM (HTTP/2: not
+        processed; a server at its stream limit, or closing), when each method is
+        called, then TransientRpcError with UNAVAILABLE (a dispatch came as a
+        non-transient RpcError INTERNAL "Internal error from Core": gRPC's failure
+        to send the request hid the stream's status, so a task that never ran read
+        as one not worth retrying)."""
+        # Arrange
+        calls = {
+            "dispatch": lambda c: c.dispatch(echo, 1),
+            "idle": lambda c: c.idle_time(timeout=5.0),
+            "stop": lambda c: c.stop(1.0, timeout=5.0),
+        }
+        # Act
+        async with (
+            PlainHttp2Server(reset=REFUSED_STREAM) as server,
+            WorkerConnection(server.address) as connection,
+        ):
+            with pytest.raises(RpcError) as raised:
+                await calls[method](connection)
+        # Assert
+        assert type(raised.value) is TransientRpcError
+        assert raised.value.code is grpc.StatusCode.UNAVAILABLE
 
 
 class TestUndecodableReplies:

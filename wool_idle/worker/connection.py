@@ -184,7 +184,7 @@ class WorkerConnection:
         )
         responses: list[Response] = []
         async with self._call() as stubs:
-            stream = stubs.dispatch(iter([request]))
+            stream = stubs.dispatch(request)
             try:
                 async for reply in stream:
                     responses.append(decoded("dispatch", reply))

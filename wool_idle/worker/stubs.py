@@ -99,7 +99,11 @@ class Stubs:
             request_serializer=StopRequest.SerializeToString,
             response_deserializer=_decoder(Void),
         )
-        self.dispatch = channel.stream_stream(
+        # One request, sent with the call's headers and end of stream in one batch:
+        # the method streams requests, but a stream_stream call writes its request
+        # later, and when that write fails (the worker reset the stream: REFUSED_STREAM
+        # as it closes) gRPC reports INTERNAL in place of the stream's own status.
+        self.dispatch = channel.unary_stream(
             DISPATCH,
             request_serializer=Request.SerializeToString,
             response_deserializer=_decoder(Response),
