@@ -291,6 +291,25 @@ class TestWorkerConnection:
         assert type(raised.value) is TransientRpcError
         assert raised.value.code is grpc.StatusCode.UNAVAILABLE
 
+    async def test_dispatch_task_over_worker_limit_is_not_transient(self, start_server) -> None:
+        """Given a worker (gRPC's default 4 MiB receive limit), when a task whose
+        arguments pickle to more than that is dispatched, then an RpcError that is not
+        transient (every worker refuses it alike: retrying elsewhere never ends; it
+        came as TransientRpcError RESOURCE_EXHAUSTED, which backpressure also
+        answers), and the worker keeps serving with its idle time untouched."""
+        # Arrange
+        server = await start_server()
+        # Act
+        async with WorkerConnection(server.address) as connection:
+            with pytest.raises(RpcError) as raised:
+                await connection.dispatch(echo, b"x" * (5 * 1024 * 1024))
+            after = await connection.dispatch(echo, "still serving")
+        # Assert
+        assert type(raised.value) is RpcError
+        assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "message limit" in raised.value.details
+        assert after == "still serving"
+
 
 class TestUndecodableReplies:
     @pytest.mark.parametrize("method", ["idle_time", "idle_report", "stop", "dispatch"])

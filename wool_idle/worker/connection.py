@@ -176,8 +176,9 @@ class WorkerConnection:
         comes wrapped in ``TaskAborted``); RPC errors as mapped in
         ``wool_idle.exceptions``. Only a failure before the worker
         acknowledged the task can be a ``TransientRpcError`` (a call the worker
-        cancels as it closes is one: the task never started); any failure
-        after it is a ``TaskOutcomeLost``, since the task may have run.
+        cancels as it closes is one: the task never started), never the refusal
+        of a task over ``dispatch_outcome.MAX_TASK_BYTES`` (an ``RpcError``); any
+        failure after it is a ``TaskOutcomeLost``, since the task may have run.
         """
         request = Request(
             task_id=str(uuid.uuid4()), task=cloudpickle.dumps((function, args, kwargs))
@@ -189,7 +190,7 @@ class WorkerConnection:
                 async for reply in stream:
                     responses.append(decoded("dispatch", reply))
             except grpc.aio.AioRpcError as error:
-                raise dispatch_error(error, responses) from error
+                raise dispatch_error(error, responses, request.ByteSize()) from error
             finally:
                 stream.cancel()
         result: T = task_outcome(responses)

@@ -3,14 +3,15 @@
 A dispatch is answered with ``nack`` (refused before it was tracked:
 ``DispatchRejected``) or with ``ack`` then ``result`` or ``exception``; any
 other sequence is a ``MalformedReply``. A call that fails after the ``ack`` may
-have run the task, so its error is never transient (``TaskOutcomeLost``).
+have run the task, so its error is never transient (``TaskOutcomeLost``); nor is
+the refusal of a task too large for any worker to receive.
 Unpickling an outcome runs the worker's code: an exit it raises comes as
 ``TaskAborted`` and cannot end this process.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import cloudpickle
 import grpc
@@ -18,6 +19,7 @@ import grpc
 from wool_idle.exceptions import (
     DispatchRejected,
     MalformedReply,
+    RpcError,
     TaskAborted,
     TaskOutcomeLost,
     TransientRpcError,
@@ -25,10 +27,29 @@ from wool_idle.exceptions import (
 )
 from wool_idle.proto import Response
 
+MAX_TASK_BYTES: Final = 4 * 1024 * 1024
+"""The largest dispatch request a worker receives: gRPC's default limit, which our
+worker keeps. Every worker refuses a larger one (``RESOURCE_EXHAUSTED``) alike."""
 
-def dispatch_error(error: grpc.aio.AioRpcError, responses: list[Response]) -> Exception:
-    """Map a failed dispatch: after an Ack the task may have run, so never transient."""
+
+def dispatch_error(
+    error: grpc.aio.AioRpcError, responses: list[Response], request_bytes: int
+) -> Exception:
+    """Map a failed dispatch of a ``request_bytes``-byte request: after an Ack the
+    task may have run, so never transient; nor is ``RESOURCE_EXHAUSTED`` for a
+    request over ``MAX_TASK_BYTES`` (retrying it elsewhere would never end)."""
     code, details = error.code(), error.details() or ""
+    if (
+        not responses
+        and code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        and request_bytes > MAX_TASK_BYTES
+    ):
+        return RpcError(
+            "dispatch",
+            code,
+            f"the task is {request_bytes} bytes pickled, over the {MAX_TASK_BYTES}-byte "
+            f"message limit of workers: {details}",
+        )
     if responses and responses[0].WhichOneof("payload") == "ack":
         return TaskOutcomeLost(
             "dispatch", code, f"the worker accepted the task, then the call failed: {details}"
