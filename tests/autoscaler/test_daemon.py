@@ -22,6 +22,7 @@ from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
+from wool_idle.autoscaler.decision_log import MAX_FIELD
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import PrometheusSource
 from wool_idle.autoscaler.state_file import Marks, StateFile
@@ -485,6 +486,32 @@ class TestRetirement:
         assert retired(autoscaler, other_hot, wool_tags="hot") is None
         assert retired(autoscaler, cold, wool_tags="cold") is None
         assert await fleet.wait_exit(hot) == 0 and fleet.alive(other_hot) and fleet.alive(cold)
+
+    async def test_cycle_marks_the_stopped_worker_retired_with_its_whole_group_value(
+        self, fleet, make_autoscaler, serve_text
+    ) -> None:
+        """Given an idle worker, grouped by wool_tags, whose tags label is longer than
+        the decision log keeps (``MAX_FIELD``: a worker of many tags), when a cycle
+        stops it, then it is shown retired under its whole tags label, the one its own
+        series carry (the decision log's cut value named a group no worker is in)."""
+        # Arrange
+        (worker,) = await fleet.start(1)
+        tags = ",".join(f"tag{i}" for i in range(400))
+        text = (
+            f'wool_worker_idle_seconds{{worker="{worker}",wool_tags="{tags}"}} 900\n'
+            f'wool_worker_up{{worker="{worker}",wool_tags="{tags}"}} 1\n'
+            f'wool_worker_idle_supported{{worker="{worker}",wool_tags="{tags}"}} 1\n'
+        )
+        autoscaler = make_autoscaler(
+            await serve_text(text), max_idle=0.2, min_workers=0, group_by=("wool_tags",)
+        )
+        await asyncio.sleep(0.3)
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        assert [r.result for r in autoscaler.records] == [StopResult.STOPPED]
+        assert len(tags) > MAX_FIELD
+        assert retired(autoscaler, worker, wool_tags=tags) is not None
 
     async def test_retired_mark_ends_when_a_new_worker_answers(
         self, fleet, make_autoscaler

@@ -59,8 +59,8 @@ class StopBookkeeping:
         """Record, count and log what came of the planned stop of ``decision``."""
         self.planner.record(decision.worker, attempt.result, time.monotonic())
         record = Record.of(decision, self.group_by, attempt.result, attempt.confirmed_idle)
-        if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):
-            self.metrics.retired.mark(decision.worker, record.group)
+        if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):  # its whole group
+            self.metrics.retired.mark(decision.worker, self._group(decision))
         if self.memory is not None:  # with the retired mark
             await self.memory.settled(decision.worker)
         self.metrics.stops.labels(attempt.result.value).inc()
@@ -82,8 +82,7 @@ class StopBookkeeping:
             gone = ended in (StopResult.STOPPED, StopResult.UNANSWERED)
             self.planner.record(worker, StopResult.STOPPED if gone else ended, time.monotonic())
             if gone:
-                group = dict(zip(self.group_by, decision.group, strict=False))
-                self.metrics.retired.mark(worker, group)
+                self.metrics.retired.mark(worker, self._group(decision))
             else:
                 self.metrics.retired.forget(worker)
             if self.memory is not None:  # with the retired mark
@@ -92,6 +91,11 @@ class StopBookkeeping:
                 self._forget_note(worker)
             if ended is StopResult.STOPPED:
                 await self._drop(worker)
+
+    def _group(self, decision: Decision) -> dict[str, str]:
+        """``decision``'s group labels as its worker's series carry them (whole: the
+        decision log's record may cut a long one)."""
+        return dict(zip(self.group_by, decision.group, strict=False))
 
     def _forget_note(self, worker: str) -> None:
         """The stop of ``worker`` ended with no drop to make: forget its note."""
