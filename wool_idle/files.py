@@ -14,6 +14,9 @@ the HTTP client config and its secret files, the targets file) is read through
 A refusal is a ``FileRefused`` (an ``OSError``) whose ``strerror`` and text say
 why; callers name the path and what the file is for.
 
+The files a daemon writes beside one the operator named (the state file's
+lock) are opened by ``open_regular_no_follow``: no FIFO, no symbolic link.
+
 OpenSSL loads a certificate chain and its key only from a path, which it opens
 itself. Handing it the operator's path would undo the checks above: between
 the check and OpenSSL's ``open`` the path can be swapped for a FIFO (a hang)
@@ -24,6 +27,7 @@ which reads as exactly the bytes that were checked.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -82,6 +86,24 @@ def read_regular_file(path: str | os.PathLike[str], *, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(descriptor)
+
+
+def open_regular_no_follow(path: str | os.PathLike[str], flags: int) -> int:
+    """A descriptor of ``path`` opened with ``flags`` (a file ``O_CREAT`` creates gets
+    mode 0644); ``OSError`` unless it is a regular file. Opening never blocks (a FIFO
+    there must not hang the process) and follows no symbolic link: for a file a daemon,
+    perhaps root, writes beside one the operator named, in a directory others may
+    write to, where a planted link would have it create or lock any file."""
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # not "too many levels of symbolic links"
+            error.strerror = "a symbolic link, not followed"
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    return descriptor
 
 
 def describe_size(size: int) -> str:

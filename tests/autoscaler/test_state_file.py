@@ -275,6 +275,35 @@ class TestStateFile:
         assert result.returncode == 0, result.stderr
         assert str(tmp_path / name) in result.stdout
 
+    def test_lock_symbolic_link_planted_at_the_lock_is_not_followed(self, tmp_path: Path) -> None:
+        """Given a symbolic link planted at the lock's path (by whoever may write to the
+        directory) naming a file that does not exist, when the autoscaler (perhaps root)
+        locks the state file, then a StateFileError says it is a link, and no file is
+        created where the link points."""
+        # Arrange
+        planted = tmp_path / "nologin"
+        (tmp_path / "state.json.lock").symlink_to(planted)
+        # Act
+        with pytest.raises(StateFileError, match="a symbolic link, not followed"):
+            StateFile(tmp_path / "state.json").lock()
+        # Assert
+        assert not planted.exists()
+
+    def test_load_symbolic_link_put_after_start_is_not_followed(self, tmp_path: Path) -> None:
+        """Given a state file whose path was resolved at start, then replaced by a
+        symbolic link to another file, when it is loaded, then a StateFileError says it
+        is a link (its marks are unknown), and the other file is not read."""
+        # Arrange
+        path = tmp_path / "state.json"
+        path.write_text(Marks().to_json())
+        state = StateFile(path)
+        (tmp_path / "other.json").write_text(MARKS.to_json())
+        path.unlink()
+        path.symlink_to(tmp_path / "other.json")
+        # Act
+        with pytest.raises(StateFileError, match="a symbolic link, not followed"):
+            state.load()
+
     def test_save_through_a_symbolic_link_replaces_the_file_it_names(self, tmp_path: Path) -> None:
         """Given the state file's path a symbolic link to a file on another volume (kept
         across reboots), when marks are saved, then the file the link names holds them

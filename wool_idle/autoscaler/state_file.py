@@ -22,17 +22,17 @@ files a process killed while writing left behind.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import math
 import os
-import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
+
+from wool_idle.files import open_regular_no_follow
 
 VERSION: Final = 1
 MAX_BYTES: Final = 64 * 1024 * 1024
@@ -148,16 +148,6 @@ def _finite(number: float) -> bool:
         return False
 
 
-def _open_regular(path: Path, flags: int) -> int:
-    """A descriptor of ``path`` opened with ``flags``; ``OSError`` unless it is a regular
-    file. Opening never blocks: a FIFO or a device there must not hang the process."""
-    descriptor = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    return descriptor
-
-
 class StateFile:
     """The file at ``path`` (its directory must exist). A symbolic link there is
     followed once, at start: the file it names is the one locked, read and replaced
@@ -172,7 +162,7 @@ class StateFile:
         if another process holds it (or it cannot be taken)."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
-            descriptor = _open_regular(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            descriptor = open_regular_no_follow(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         except OSError as error:
             raise StateFileError(f"cannot open {lock_path}: {error.strerror}") from None
         handle = os.fdopen(descriptor, "ab")
@@ -189,9 +179,8 @@ class StateFile:
         return f".{self.path.name}."
 
     def _remove_temporaries(self) -> None:
-        """Remove the temporary files of ``save`` that a process killed while writing
-        left beside the file (only this lock's holder writes them, so none is in use);
-        a file that cannot be removed stays. Other files are never touched."""
+        """Remove the temporary files of ``save`` a process killed while writing left (only
+        the lock's holder writes them); one that cannot be removed stays, others are kept."""
         prefix = self._temporary_prefix
         length = len(prefix) + 8 + len(_TEMPORARY_SUFFIX)  # mkstemp's 8 random characters
         with contextlib.suppress(OSError), os.scandir(self.path.parent) as entries:
@@ -210,7 +199,7 @@ class StateFile:
         """The marks in the file; ``StateFileError`` if it is missing, unreadable,
         larger than ``MAX_BYTES`` or malformed."""
         try:
-            with os.fdopen(_open_regular(self.path, os.O_RDONLY), "rb") as file:
+            with os.fdopen(open_regular_no_follow(self.path, os.O_RDONLY), "rb") as file:
                 data = file.read(MAX_BYTES + 1)
         except FileNotFoundError:
             raise StateFileError(f"{self.path}: no state file (a first start, or lost)") from None
