@@ -79,6 +79,18 @@ class TestHttpClientConfig:
         assert config.credentials.header() == "Basic Ym9iOnMgdA=="  # bob:s t
 
     @pytest.mark.parametrize(
+        "url", ["http://bob:hun/ter2@h/m", "http://bob:99/hunter2@h/m", "http://bob:9#hunter2@h/m"]
+    )
+    def test_userinfo_cut_short_by_a_slash_is_refused_unshown(self, url: str, capsys) -> None:
+        """Given a source URL whose password holds a '/' or '#' not percent-encoded (so
+        the host ends there: read as host `bob`, the password in the path), then it is
+        refused (never sent to host `bob`) with a one-line error that shows no part of
+        the user or password."""
+        err = failure(["autoscaler", "--max-idle", "1m", "--metrics-url", url], capsys)
+        assert "argument --metrics-url: invalid URL 'http://xxxxx@h/m'" in err
+        assert "hun" not in err and "bob" not in err
+
+    @pytest.mark.parametrize(
         "url",
         ["http://bob:hunter2@host:99999/m", "http://bob:hunter2@h/\tx", "ftp://bob:hunter2@h/"],
     )

@@ -25,7 +25,7 @@ from wool_idle.cli.durations import format_duration, parse_duration, parse_grace
 from wool_idle.contract import LABEL_NAME
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
-from wool_idle.web.urls import redact
+from wool_idle.web.urls import REDACTED, redact
 from wool_idle.worker.address import CONTROL_CHARACTER, parse_address
 
 T = TypeVar("T")
@@ -100,6 +100,13 @@ def _url(text: str) -> str:
         raise ValueError(f"invalid URL {redact(text)!r}: control character")
     _text(text)
     parts = urllib.parse.urlsplit(text)
+    if "@" in parts.path + parts.query + parts.fragment:  # userinfo cut short by / ? #
+        scheme, _, rest = text.partition("://")
+        hidden = f"{scheme}://{REDACTED}@{rest.rpartition('@')[2]}"
+        raise ValueError(
+            f"invalid URL {hidden!r}: '@' after the host (percent-encode a '/', '?' or '#' "
+            "of the user or password: %2F, %3F, %23)"
+        )
     if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:
         raise ValueError(f"invalid URL {redact(text)!r}: expected http(s)://host[:port]/path")
     try:
