@@ -79,11 +79,14 @@ class TestBasicAuth:
             ("Basic !!!", False),
             ("Basic " + base64.b64encode(b"no-colon").decode(), False),
             ("Basic " + base64.b64encode(b"\xff\xfe:s3cret").decode(), False),
+            ("Basic \xe9", False),  # not ASCII: how aiohttp hands over bytes 0xC3 0xA9
+            ("Basic \udcff", False),  # an undecodable byte, as aiohttp hands it over
         ],
     )
     async def test_check(self, value, expected: bool) -> None:
         """Given one user, when headers are checked, then only the right pair passes,
-        its scheme named in any case (RFC 9110, as Go's net/http reads it)."""
+        its scheme named in any case (RFC 9110, as Go's net/http reads it), and a header
+        that is no base64 (not even ASCII) is refused like any other, never raising."""
         auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
         assert await auth.check(value) is expected
         assert await auth.check(value) is expected  # remembered results agree

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import functools
 import hashlib
@@ -190,7 +189,7 @@ def _decode(header: str | None) -> tuple[bytes, bytes] | None:
         return None
     try:
         decoded = base64.b64decode(header[6:].strip(), validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a character outside ASCII (a 500 otherwise)
         return None
     user, sep, password = decoded.partition(b":")
     return (user, password) if sep else None
