@@ -59,6 +59,9 @@ class TestEncoderFor:
             ),
             ("application/openmetrics-text;version=1.0.0,*/*;q=0", "application/openmetrics-text"),
             ("text/plain;version=1.0.0;escaping=underscores", "text/plain; version=1.0.0"),
+            ("application/openmetrics-text; version=abc", CONTENT_TYPE_PLAIN_0_0_4),
+            ("text/plain; version=1.a.0", CONTENT_TYPE_PLAIN_0_0_4),
+            ("application/openmetrics-text; version=1.0.0.\xe9", CONTENT_TYPE_PLAIN_0_0_4),
         ],
     )
     def test_encoder_for_prefers_text_0_0_4_when_allowed(
@@ -66,7 +69,8 @@ class TestEncoderFor:
     ) -> None:
         """Given an Accept header, when the encoder is chosen, then it is the text format
         0.0.4 whenever the header admits it (any q above 0), else what prometheus-client
-        chooses (OpenMetrics for a client that asks only for it)."""
+        chooses (OpenMetrics for a client that asks only for it); a version it cannot
+        read or would echo unprintable gets the text format 0.0.4 (never a 500)."""
         # Arrange
         registry = CollectorRegistry()
         register_build_info(registry)

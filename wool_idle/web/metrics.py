@@ -63,10 +63,18 @@ def encoder_for(accept: str) -> tuple[Encoder, str]:
     """prometheus-client's text format 0.0.4 whenever ``accept`` allows it (it renders
     at half the cost of OpenMetrics, and Prometheus accepts it); otherwise what
     prometheus-client's ``choose_encoder`` picks (OpenMetrics for a client that
-    asks for nothing else)."""
+    asks for nothing else), unless it cannot read the version asked for (it raised)
+    or would echo a version that is not printable ASCII in ``Content-Type``: then
+    the text format 0.0.4, as Prometheus's Go libraries answer what they cannot."""
     if _allows_text_0_0_4(accept):
         return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
-    return choose_encoder(accept)
+    try:
+        encoder, content_type = choose_encoder(accept)
+    except (TypeError, ValueError):  # version=abc: it compares a str with an int
+        return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
+    if not (content_type.isascii() and content_type.isprintable()):
+        return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
+    return encoder, content_type
 
 
 @functools.lru_cache(maxsize=256)  # a scraper sends the same header every time
