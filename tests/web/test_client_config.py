@@ -186,6 +186,23 @@ class TestParseClientConfig:
         with pytest.raises(OSError, match=r"password_file .*a FIFO, not a regular file"):
             config.credentials.header()
 
+    def test_parse_password_file_not_utf8_error_never_shows_a_byte_of_it(
+        self, config_dir: Path
+    ) -> None:
+        """Given a password_file rewritten after start with a byte that is not UTF-8,
+        when the header is made, then OSError names the key and the file and says it
+        is not UTF-8 text, showing neither that byte nor where it is."""
+        # Arrange
+        config = parse_client_config("basic_auth: {username: a, password_file: pw}", config_dir)
+        assert config.credentials is not None
+        (config_dir / "pw").write_bytes(b"hunter\xe92")
+        # Act
+        with pytest.raises(OSError) as raised:
+            config.credentials.header()
+        # Assert
+        assert str(raised.value).endswith("/pw': not UTF-8 text"), raised.value
+        assert "0xe9" not in str(raised.value) and "position" not in str(raised.value)
+
     @given(st.text(max_size=300))
     @settings(max_examples=300)
     def test_parse_fuzz(self, content: str) -> None:

@@ -89,8 +89,10 @@ class Secret:
             return self.value
         try:
             return read_regular_file(self.path, limit=CONFIG_FILE_LIMIT).decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            why = getattr(error, "strerror", None) or str(error)
+        except UnicodeDecodeError:  # its text would show a byte of the secret, and where
+            raise OSError(f"cannot read {self.key} {self.path!r}: not UTF-8 text") from None
+        except OSError as error:
+            why = error.strerror or str(error)
             raise OSError(f"cannot read {self.key} {self.path!r}: {why}") from None
 
 
