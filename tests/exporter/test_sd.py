@@ -65,3 +65,23 @@ class TestSdEndpoint:
         assert response.status == 200
         assert response.headers["Content-Type"] == "application/json; charset=utf-8"
         assert [g["targets"] for g in await response.json()] == [["127.0.0.1:1"], ["127.0.0.1:2"]]
+
+    async def test_sd_unavailable_until_targets_file_loads(self, exporter, tmp_path: Path) -> None:
+        """Given an exporter started with a targets file that does not parse (a restart
+        during a bad deploy), when /sd is read, then it answers 503 saying why, not an
+        empty list that would have every shard drop all its workers; once the file is
+        fixed and reloaded, then /sd lists its targets."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        path.write_text("[{broken")
+        client = await exporter(["127.0.0.1:1"], path=str(path))
+        # Act
+        before = await client.get("/sd")
+        path.write_text('[{"targets": ["127.0.0.1:2"]}]')
+        client.targets.reload()
+        after = await client.get("/sd")
+        # Assert
+        assert before.status == 503
+        assert "targets file not loaded" in await before.text()
+        assert after.status == 200
+        assert [g["targets"] for g in await after.json()] == [["127.0.0.1:1"], ["127.0.0.1:2"]]

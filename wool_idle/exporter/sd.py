@@ -7,6 +7,12 @@ source (flags, file, wool discovery), with the labels of the target's series
 volatile facts come as ``__meta_wool_uid``, ``__meta_wool_pid``,
 ``__meta_wool_version`` and ``__meta_wool_secure``: usable in relabelling, and
 dropped by Prometheus after it, so they never become target labels.
+
+Until the targets file (if any) has loaded once, ``/sd`` answers 503, not an
+empty list: an exporter restarted with a broken file knows no targets, and a
+200 ``[]`` would have every shard drop all its workers at once (and no alert
+of the sharded layout reads the exporter's own ``/metrics``). On an error
+Prometheus keeps the targets it had.
 """
 
 from __future__ import annotations
@@ -53,10 +59,12 @@ class SdBody:
 
 
 def add_sd_route(app: web.Application, targets: TargetSet) -> None:
-    """Serve ``/sd`` on ``app`` from ``targets``."""
+    """Serve ``/sd`` on ``app`` from ``targets``: 503 until they have loaded."""
     body = SdBody(targets)
 
     async def sd(request: web.Request) -> web.Response:
+        if not targets.loaded:
+            raise web.HTTPServiceUnavailable(text="targets file not loaded yet\n")
         return web.Response(body=body(), content_type="application/json", charset="utf-8")
 
     app.router.add_get("/sd", sd)
