@@ -67,6 +67,7 @@ MALFORMED_RETIRED = {
     "no labels": {"at": 1_799_999_000.0},
     "labels as a list": {"at": 1_799_999_000.0, "labels": []},
     "a label value not text": {"at": 1_799_999_000.0, "labels": {"wool_tags": 1}},
+    "a label value not UTF-8": {"at": 1_799_999_000.0, "labels": {"wool_tags": "\ud800"}},
     "an unknown key": {"at": 1_799_999_000.0, "labels": {}, "extra": 1},
     "a bare time": 1_799_999_000.0,
     "null": None,
@@ -118,11 +119,13 @@ class TestMarks:
         assert read == dataclasses.replace(MARKS, retired={})
         assert read.skipped == ("retired: not an object",)
 
-    def test_from_json_skips_a_retired_mark_of_an_empty_worker(self) -> None:
-        """Given a retired mark under an empty worker label, when read, then it is left
-        out and named in skipped; the other marks are read."""
+    @pytest.mark.parametrize("worker", ["", "\ud800:1"], ids=["empty", "not UTF-8"])
+    def test_from_json_skips_a_retired_mark_of_a_bad_worker(self, worker: str) -> None:
+        """Given a retired mark under an empty worker label, or one no series could show
+        (a lone surrogate), when read, then it is left out and named in skipped; the
+        other marks are read."""
         # Act
-        read = Marks.from_json(content(retired={"": GOOD_RETIRED}))
+        read = Marks.from_json(content(retired={worker: GOOD_RETIRED}))
         # Assert
         assert read == dataclasses.replace(MARKS, retired={})
         assert len(read.skipped) == 1

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from wool_idle.contract import encodes_as_utf8
 from wool_idle.files import open_regular_no_follow
 
 VERSION: Final = 1
@@ -123,15 +124,25 @@ def _retired(marks: object) -> tuple[dict[str, Retired], tuple[str, ...]]:
         return {}, (f"{_RETIRED}: not an object",)
     retired, skipped = {}, []
     for worker, mark in marks.items():
-        labels: Any = mark["labels"] if type(mark) is dict and set(mark) == {"at", "labels"} else 0
-        texts = type(labels) is dict and all(type(value) is str for value in labels.values())
         try:
-            if not (worker and texts):
-                raise StateFileError(f"{_RETIRED}: {worker!r}: not {{at, labels}} with text labels")
-            retired[worker] = Retired(_time(f"{_RETIRED}: {worker!r}", mark["at"]), labels)
+            retired[worker] = _retired_mark(f"{_RETIRED}: {worker!r}", worker, mark)
         except StateFileError as error:
             skipped.append(str(error))
     return retired, tuple(skipped)
+
+
+def _retired_mark(what: str, worker: str, mark: object) -> Retired:
+    """One retired mark; ``StateFileError`` naming ``what`` unless ``{at, labels}`` of a
+    non-empty worker, with text labels that all encode as UTF-8 (the series shows them:
+    one lone surrogate would fail every scrape of the autoscaler's ``/metrics``)."""
+    if not worker or type(mark) is not dict or set(mark) != {"at", "labels"}:
+        raise StateFileError(f"{what}: not {{at, labels}} of a worker")
+    labels = mark["labels"]
+    if type(labels) is not dict or not all(type(value) is str for value in labels.values()):
+        raise StateFileError(f"{what}: labels not text")
+    if not encodes_as_utf8(worker + "".join(labels) + "".join(labels.values())):
+        raise StateFileError(f"{what}: not valid UTF-8")
+    return Retired(_time(what, mark["at"]), labels)
 
 
 def _time(what: str, at: object) -> float:
