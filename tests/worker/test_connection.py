@@ -266,6 +266,20 @@ class TestWorkerConnection:
         # Assert
         assert worker.stop_requests == []
 
+    @pytest.mark.parametrize("if_idle_for", [math.nan, math.inf, -math.inf, -1.0, 10**400])
+    async def test_stop_condition_out_of_range_raises(self, scripted, if_idle_for) -> None:
+        """Given an if_idle_for that is not a finite number >= 0, when stop is awaited
+        with it, then ValueError naming it without calling the worker (as for a bad
+        grace; our worker would answer INVALID_ARGUMENT)."""
+        # Arrange
+        worker = await scripted(seconds=1.0)
+        # Act
+        async with WorkerConnection(worker.address) as connection:
+            with pytest.raises(ValueError, match="if_idle_for"):
+                await connection.stop(5.0, if_idle_for=if_idle_for)
+        # Assert
+        assert worker.stop_requests == []
+
     @pytest.mark.parametrize("method", ["dispatch", "idle", "stop"])
     async def test_call_stream_refused_is_transient(self, method: str) -> None:
         """Given a server that resets every stream with REFUSED_STREAM (HTTP/2: not

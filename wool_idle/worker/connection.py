@@ -38,6 +38,17 @@ def check_timeout(timeout: float | None) -> float | None:
     return None if timeout is None or timeout > LONGEST_DEADLINE else timeout
 
 
+def _condition(if_idle_for: float) -> float:
+    """``if_idle_for`` as the wire's double: ``ValueError`` unless a finite number >= 0."""
+    try:
+        seconds = float(if_idle_for)
+    except OverflowError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"if_idle_for must be a finite number >= 0, got {if_idle_for!r}")
+    return seconds
+
+
 @dataclass(frozen=True)
 class IdleReport:
     """One answer to the idle RPC."""
@@ -146,8 +157,10 @@ class WorkerConnection:
         ``IdleReport.conditional_stop``). ``timeout`` is the call's deadline
         and must exceed a non-negative grace. ``ValueError`` before any call for
         a NaN grace or one that is 0 as the wire's 32-bit float (``-1e-50``):
-        a worker might cancel in-flight tasks at once; and for an integer grace
-        too large for any float (``10**400``).
+        a worker might cancel in-flight tasks at once; for an integer grace
+        too large for any float (``10**400``); and for an ``if_idle_for`` that is
+        not a finite number >= 0 (our worker would refuse it as an invalid
+        argument).
         """
         deadline = check_timeout(timeout)
         try:
@@ -157,7 +170,7 @@ class WorkerConnection:
         if math.isnan(grace) or (request.timeout == 0) != (grace == 0):
             raise ValueError(f"grace {grace!r} has no meaning as a 32-bit float on the wire")
         if if_idle_for is not None:
-            request.if_idle_for = if_idle_for
+            request.if_idle_for = _condition(if_idle_for)
         async with self._call() as stubs:
             try:
                 reply = await stubs.stop(request, timeout=deadline)
