@@ -7,12 +7,14 @@
 - ``DEFAULT_GRACE`` and ``stop_deadline``: how long a stop drains, and how long
   its RPC may take.
 - ``MAX_REPLY_BYTES``: the largest reply the daemons' clients take from a worker.
+- ``MAX_LABELS_TEXT`` and ``labels_text``: how much text a worker's labels may take.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Final
 
 WORKER_LABEL: Final = "worker"
@@ -76,6 +78,23 @@ MAX_REPLY_BYTES: Final = 64 * 1024
 (wool's idle reply is 9 bytes; room for fields of later versions). A larger one
 (``RESOURCE_EXHAUSTED``) is that worker's failure: a hostile target cannot make
 either daemon take in gRPC's default 4 MiB per call."""
+
+MAX_LABELS_TEXT: Final = 16 * 1024
+"""The most characters a worker's own labels (all but ``worker``: a targets file's,
+or the facts of a discovered worker) may take in exposition text (``labels_text``).
+A worker over it is refused where it comes from (a targets file is not loaded, a
+discovery record is skipped), so every line of a series stays well under the 64 KiB
+line the autoscaler reads: it refuses a whole ``/metrics`` for one longer line, every
+worker's reading for one worker's labels."""
+
+
+def labels_text(labels: Iterable[tuple[str, str]]) -> int:
+    """The characters ``labels`` take in exposition text, as ``name="value",`` each (a
+    backslash, double quote or newline in a value escaped by a backslash)."""
+    return sum(
+        len(name) + len(value) + 4 + value.count("\\") + value.count('"') + value.count("\n")
+        for name, value in labels
+    )
 
 
 def valid_idle(seconds: object) -> bool:

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from wool import WorkerMetadata
 
+from wool_idle.contract import MAX_LABELS_TEXT
 from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.records import InvalidRecord, WorkerRecord
 
@@ -95,3 +96,21 @@ class TestWorkerRecord:
         # Assert
         assert raised.value.problem is FollowProblem.INVALID_RECORD
         assert "not valid UTF-8" in str(raised.value)
+
+    @pytest.mark.parametrize(
+        "fields",
+        [{"tags": frozenset({"hot", "x" * MAX_LABELS_TEXT})}, {"version": "0" * MAX_LABELS_TEXT}],
+    )
+    def test_from_metadata_labels_over_the_exposition_limit_are_invalid(
+        self, fields: dict[str, object]
+    ) -> None:
+        """Given metadata whose tags or version would take more than MAX_LABELS_TEXT
+        characters in exposition text (each series line of the worker too long for the
+        autoscaler, which then refuses the whole /metrics), when turned into a record,
+        then InvalidRecord says so, as an invalid record."""
+        # Act
+        with pytest.raises(InvalidRecord) as raised:
+            WorkerRecord.from_metadata(dataclasses.replace(metadata(), **fields))
+        # Assert
+        assert raised.value.problem is FollowProblem.INVALID_RECORD
+        assert str(MAX_LABELS_TEXT) in str(raised.value)

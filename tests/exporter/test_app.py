@@ -25,6 +25,7 @@ from support.metrics import by_worker, samples
 from support.pooled import settled, users
 from support.raw import length_delimited
 
+from wool_idle.autoscaler.sources.exposition import parse_exposition
 from wool_idle.contract import MAX_REPLY_BYTES
 from wool_idle.exporter.app import (
     SCRAPE_TIMEOUT_HEADER,
@@ -295,6 +296,30 @@ class TestMetricsEndpoint:
         assert by_worker(text, "wool_worker_up") == {bloated.address: 0, healthy.address: 1}
         reason = frozenset({("reason", "other")})  # RESOURCE_EXHAUSTED, from gRPC's client
         assert samples(text)[("wool_exporter_probe_errors_total", reason)] == 1
+
+    async def test_metrics_labels_too_long_to_read_back_keep_the_last_good_file(
+        self, exporter, scripted, tmp_path: Path
+    ) -> None:
+        """Given two workers loaded from a targets file, when the file is rewritten with
+        one of them labelled by a value of 70,000 characters (each of its lines longer
+        than the 64 KiB the autoscaler reads: it refused the whole body, every worker's
+        reading) and reloaded, then the file is not loaded, and /metrics, read back as
+        the autoscaler reads it, still has both workers' values."""
+        # Arrange
+        first, second = await scripted(seconds=5.0), await scripted(seconds=8.0)
+        path = tmp_path / "targets.json"
+        write_targets(path, [first.address, second.address])
+        client = await exporter(path=str(path))
+        groups = [{"targets": [first.address]}, {"targets": [second.address]}]
+        groups[1]["labels"] = {"note": "x" * 70_000}
+        path.write_text(json.dumps(groups))
+        # Act
+        loaded = client.targets.reload()
+        text = await (await client.get("/metrics")).text()
+        readings = {r.worker: r.idle for r in parse_exposition(text)}
+        # Assert
+        assert not loaded
+        assert readings == {first.address: 5.0, second.address: 8.0}
 
     async def test_metrics_in_flight_survives_removal_and_probe(
         self, exporter, scripted, tmp_path: Path

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wool_idle.contract import MAX_LABELS_TEXT
 from wool_idle.exporter import targets as targets_module
 from wool_idle.exporter.file_sd import Syntax
 from wool_idle.exporter.targets import (
@@ -90,6 +91,22 @@ class TestParseTargetsDocument:
         # Act / Assert
         with pytest.raises(TargetsFileError, match=message):
             parse_targets_document(text)
+
+    def test_parse_labels_over_the_exposition_limit_rejected(self) -> None:
+        """Given a group whose labels take more than MAX_LABELS_TEXT characters in
+        exposition text (each escaped quote counting twice), when parsed, then
+        TargetsFileError names the group; labels of exactly the limit are accepted."""
+        # Arrange
+        room = MAX_LABELS_TEXT - len('note="",')
+        at_limit = [{"targets": ["a:1"], "labels": {"note": "x" * room}}]
+        over = [{"targets": ["a:1"]}, {"targets": ["b:2"], "labels": {"note": '"' * room}}]
+        # Act
+        (target,) = parse_targets_document(json.dumps(at_limit), syntax="json")
+        with pytest.raises(TargetsFileError, match="group 1: its labels take") as raised:
+            parse_targets_document(json.dumps(over), syntax="json")
+        # Assert
+        assert target.labels == (("note", "x" * room),)
+        assert str(MAX_LABELS_TEXT) in str(raised.value)
 
     @given(text=st.text(max_size=300), syntax=st.sampled_from(["json", "yaml"]))
     def test_parse_fuzz_never_crashes_otherwise(self, text: str, syntax: Syntax) -> None:

@@ -13,15 +13,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wool_idle.contract import encodes_as_utf8
+from wool_idle.contract import (
+    MAX_LABELS_TEXT,
+    TAGS_LABEL,
+    UID_LABEL,
+    VERSION_LABEL,
+    encodes_as_utf8,
+    labels_text,
+)
 from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.worker.address import parse_address
 
 
 class InvalidRecord(ValueError):
     """A discovery record the exporter cannot use: its address is not a worker address
-    (``problem`` ``invalid_address``), or a fact that labels its series is not valid
-    UTF-8 (``invalid_record``)."""
+    (``problem`` ``invalid_address``), or the facts that label its series are not valid
+    UTF-8 or too long (``invalid_record``)."""
 
     def __init__(
         self,
@@ -70,7 +77,8 @@ class WorkerRecord:
     def from_metadata(cls, metadata: Any) -> WorkerRecord:
         """The record of a wool ``WorkerMetadata``; ``InvalidRecord`` if its address is
         not a worker address (such a worker cannot be dialled, so it is never a target),
-        or if its tags or version, which label its series, are not valid UTF-8."""
+        or if its tags, version and uid, which label its series, are not valid UTF-8
+        or take more than ``MAX_LABELS_TEXT`` characters in exposition text."""
         uid = str(metadata.uid)
         address = str(metadata.address)
         try:
@@ -83,7 +91,7 @@ class WorkerRecord:
             if not encodes_as_utf8(text):
                 why = f"its {fact} are not valid UTF-8: {text!r}"
                 raise InvalidRecord(uid, address, why, FollowProblem.INVALID_RECORD)
-        return cls(
+        record = cls(
             uid=uid,
             address=address,
             pid=int(metadata.pid),
@@ -92,6 +100,11 @@ class WorkerRecord:
             extra=tuple(sorted((str(k), str(v)) for k, v in dict(metadata.extra).items())),
             secure=bool(metadata.secure),
         )
+        facts = ((TAGS_LABEL, record.tags_label), (VERSION_LABEL, version), (UID_LABEL, uid))
+        if (size := labels_text(facts)) > MAX_LABELS_TEXT:
+            why = f"its tags, version and uid take {size} characters, more than {MAX_LABELS_TEXT}"
+            raise InvalidRecord(uid, address, why, FollowProblem.INVALID_RECORD)
+        return record
 
 
 def _escaped(tag: str) -> str:

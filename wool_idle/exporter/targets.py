@@ -5,7 +5,8 @@ The file is read as Prometheus reads it (see ``file_sd``); each target must
 be a worker address (``host:port`` or ``unix:/path``). Labels whose name
 starts with ``__`` are accepted and dropped (Prometheus drops them after
 relabelling too), as are empty values; a ``worker`` label gives way to the
-address, which is the ``worker`` label of every series.
+address, which is the ``worker`` label of every series. A group whose labels take
+more than ``MAX_LABELS_TEXT`` characters in exposition text makes the file invalid.
 
 A file that cannot be read or parsed leaves the last good set in place; so does
 one that is not a regular file (a FIFO, ``/dev/zero``) or is larger than
@@ -23,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from wool_idle.contract import WORKER_LABEL
+from wool_idle.contract import MAX_LABELS_TEXT, WORKER_LABEL, labels_text
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
 from wool_idle.files import TARGETS_FILE_LIMIT, read_regular_file
 from wool_idle.worker.address import parse_address
@@ -80,8 +81,15 @@ def parse_targets_document(data: bytes | str, *, syntax: Syntax = "yaml") -> lis
     except FileSdError as error:
         raise TargetsFileError(str(error)) from None
     targets: dict[str, Target] = {}
+    checked: set[Labels] = set()  # YAML aliases give many groups one label set
     for index, (addresses, labels) in enumerate(groups):
         kept = _series_labels(labels)
+        if kept not in checked and (size := labels_text(kept)) > MAX_LABELS_TEXT:
+            raise TargetsFileError(
+                f"group {index}: its labels take {size} characters in exposition text, "
+                f"more than {MAX_LABELS_TEXT}"
+            )
+        checked.add(kept)
         for address in addresses:
             if address not in targets:
                 try:
