@@ -61,16 +61,33 @@ class TestParseTargetsDocument:
         assert target == Target("a:1", (("pool", "3.0"),))
         assert target.label_dict() == {"worker": "a:1", "pool": "3.0"}
 
-    def test_parse_first_group_of_an_address_wins(self) -> None:
-        """Given an address in two groups, when parsed, then it is one target with the
-        first group's labels."""
+    def test_parse_address_in_two_groups_with_one_label_set_is_one_target(self) -> None:
+        """Given an address in two groups whose series labels are the same (a label
+        Prometheus drops differing), when parsed, then it is one target, in the place
+        of its first group."""
         # Act
         targets = parse_targets_document(
-            '[{"targets": ["a:1"], "labels": {"p": "1"}}, {"targets": ["a:1", "b:2"]}]',
+            '[{"targets": ["a:1"], "labels": {"p": "1"}},'
+            ' {"targets": ["b:2", "a:1"], "labels": {"p": "1", "__meta_x": "y"}}]',
             syntax="json",
         )
         # Assert
-        assert targets == [Target("a:1", (("p", "1"),)), Target("b:2")]
+        assert targets == [Target("a:1", (("p", "1"),)), Target("b:2", (("p", "1"),))]
+
+    @pytest.mark.parametrize("second", ['{"p": "2"}', "{}", '{"p": "1", "q": "1"}'])
+    def test_parse_address_in_two_groups_with_other_labels_rejected(self, second: str) -> None:
+        """Given an address in two groups whose series labels differ (a worker listed
+        under two pools), when parsed, then TargetsFileError names both groups and the
+        address: which pool the worker serves is unknown, and the first group's labels
+        would have it counted in that pool."""
+        # Arrange
+        text = (
+            '[{"targets": ["a:1"], "labels": {"p": "1"}},'
+            f' {{"targets": ["b:2", "a:1"], "labels": {second}}}]'
+        )
+        # Act / Assert
+        with pytest.raises(TargetsFileError, match="group 1: 'a:1' is in group 0 with other"):
+            parse_targets_document(text, syntax="json")
 
     @pytest.mark.parametrize(
         ("text", "message"),

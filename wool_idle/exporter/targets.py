@@ -6,7 +6,8 @@ be a worker address (``host:port`` or ``unix:/path``). Labels whose name
 starts with ``__`` are accepted and dropped (Prometheus drops them after
 relabelling too), as are empty values; a ``worker`` label gives way to the
 address, which is the ``worker`` label of every series. A group whose labels take
-more than ``MAX_LABELS_TEXT`` characters in exposition text makes the file invalid.
+more than ``MAX_LABELS_TEXT`` characters in exposition text makes the file invalid,
+as does an address listed again with other labels than the first time.
 
 A file that cannot be read or parsed leaves the last good set in place; so does
 one that is not a regular file (a FIFO, ``/dev/zero``) or is larger than
@@ -73,30 +74,33 @@ class Target:
 
 
 def parse_targets_document(data: bytes | str, *, syntax: Syntax = "yaml") -> list[Target]:
-    """The targets of file_sd ``data`` (each address once, first wins), or
-    ``TargetsFileError``."""
+    """The targets of file_sd ``data`` (each address once, where first listed), or
+    ``TargetsFileError``: also for an address in two groups with other series labels
+    (which pool its worker serves is unknown)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     try:
         groups = parse_groups(raw, syntax=syntax)
     except FileSdError as error:
         raise TargetsFileError(str(error)) from None
-    targets: dict[str, Target] = {}
+    targets: dict[str, tuple[int, Target]] = {}  # by address: its first group, its target
     checked: set[Labels] = set()  # YAML aliases give many groups one label set
     for index, (addresses, labels) in enumerate(groups):
         kept = _series_labels(labels)
         if kept not in checked and (size := labels_text(kept)) > MAX_LABELS_TEXT:
-            raise TargetsFileError(
-                f"group {index}: its labels take {size} characters in exposition text, "
-                f"more than {MAX_LABELS_TEXT}"
-            )
+            why = f"its labels take {size} characters as exposition text, over {MAX_LABELS_TEXT}"
+            raise TargetsFileError(f"group {index}: {why}")
         checked.add(kept)
         for address in addresses:
-            if address not in targets:
+            first, target = targets.get(address, (index, None))
+            if target is None:
                 try:
-                    targets[parse_address(address)] = Target(address, kept)
+                    targets[parse_address(address)] = (index, Target(address, kept))
                 except ValueError as error:
                     raise TargetsFileError(f"group {index}: {error}") from None
-    return list(targets.values())
+            elif target.labels != kept:
+                why = f"{address!r} is in group {first} with other labels"
+                raise TargetsFileError(f"group {index}: {why}")
+    return [target for _, target in targets.values()]
 
 
 def _series_labels(labels: dict[str, str]) -> Labels:
