@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import platform
+import re
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 import wool_idle
@@ -80,6 +81,25 @@ class TestEncoderFor:
         # Assert
         assert chosen.startswith(content_type)
         assert body.rstrip().endswith("# EOF") == chosen.startswith("application/openmetrics")
+
+    @pytest.mark.parametrize("escaping", ["underscores", "values", "dots", "allow-utf-8"])
+    def test_encoder_for_openmetrics_samples_named_as_their_family(self, escaping: str) -> None:
+        """Given an Accept header asking for OpenMetrics only, with a name escaping
+        scheme, when the encoder renders, then every sample is named as the family its
+        TYPE line declares (values escaping leaves a legal name as it is; it had every
+        sample name U__-prefixed, its TYPE line not: no sample in its family)."""
+        # Arrange
+        registry = CollectorRegistry()
+        Gauge("wool_worker_up", "Up.", ["worker"], registry=registry).labels("a:1").set(1)
+        accept = f"application/openmetrics-text;version=1.0.0;escaping={escaping}"
+        # Act
+        encoder, chosen = encoder_for(accept)
+        body = encoder(registry).decode()
+        # Assert
+        declared = re.findall(r"^# TYPE (\S+) ", body, re.MULTILINE)
+        named = re.findall(r"^(\w+)\{", body, re.MULTILINE)
+        assert chosen.endswith(f"escaping={escaping}")
+        assert named == declared
 
 
 class TestAcceptsGzip:

@@ -65,7 +65,8 @@ def encoder_for(accept: str) -> tuple[Encoder, str]:
     prometheus-client's ``choose_encoder`` picks (OpenMetrics for a client that
     asks for nothing else), unless it cannot read the version asked for (it raised)
     or would echo a version that is not printable ASCII in ``Content-Type``: then
-    the text format 0.0.4, as Prometheus's Go libraries answer what they cannot."""
+    the text format 0.0.4, as Prometheus's Go libraries answer what they cannot.
+    Names come out as ``escaping`` asks, as Prometheus's Go libraries write them."""
     if _allows_text_0_0_4(accept):
         return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
     try:
@@ -74,6 +75,12 @@ def encoder_for(accept: str) -> tuple[Encoder, str]:
         return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
     if not (content_type.isascii() and content_type.isprintable()):
         return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
+    if content_type.endswith("; escaping=values") and isinstance(encoder, functools.partial):
+        # prometheus-client writes each OpenMetrics sample name values-escaped even when
+        # it is legal (U__ prefixed; its TYPE line not: no sample in its family). Values
+        # escaping leaves a legal name as it is, as underscores escaping does, and every
+        # name of the daemons' is legal.
+        encoder = functools.partial(encoder, escaping="underscores")
     return encoder, content_type
 
 
