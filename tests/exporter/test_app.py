@@ -623,6 +623,28 @@ class TestScrapeBudget:
         assert found == pytest.approx(budget)
 
 
+class TestOwnMetricsEndpoint:
+    async def test_own_metrics_without_fan_out(self, exporter, scripted) -> None:
+        """Given an exporter with two targets (a worker and a dead address), when
+        /metrics/exporter is fetched, then it answers 200 with the exporter's own series
+        (its targets, its targets file's state, its probe error counts) and no worker's
+        series, and no worker was asked: a /probe-only Prometheus scrapes it to know the
+        exporter is up without fanning out over the fleet."""
+        # Arrange
+        worker = await scripted(seconds=12.0)
+        client = await exporter([worker.address, "127.0.0.1:1"])
+        # Act
+        response = await client.get("/metrics/exporter")
+        found = samples(await response.text())
+        # Assert
+        assert response.status == 200
+        assert found[("wool_exporter_targets", frozenset())] == 2
+        assert found[("wool_exporter_targets_reload_success", frozenset())] == 1
+        assert ("wool_exporter_probe_errors_total", frozenset({("reason", "deadline")})) in found
+        assert not [name for name, _ in found if name.startswith("wool_worker_")]
+        assert client.prober.last == {}
+
+
 class TestOtherEndpoints:
     async def test_landing_health_ready(self, exporter, scripted) -> None:
         """Given an exporter with one worker scraped once, when /, /-/healthy and

@@ -43,7 +43,8 @@ def shipped_config(path: Path, addresses: Mapping[str, str]) -> dict[str, Any]:
 
 class PrometheusServer:
     """``prometheus`` with the given config, listening on a free loopback port;
-    with ``web_config``, its ``--web.config.file`` (HTTPS), reached through ``opener``."""
+    with ``web_config``, its ``--web.config.file`` (HTTPS), reached through ``opener``;
+    ``flags`` are added to its command line (``--query.lookback-delta=3s``)."""
 
     def __init__(
         self,
@@ -53,8 +54,10 @@ class PrometheusServer:
         *,
         web_config: Path | None = None,
         opener: urllib.request.OpenerDirector | None = None,
+        flags: tuple[str, ...] = (),
     ) -> None:
         self.directory = directory
+        self.flags = flags
         self.port = free_port()
         self.url = f"{'https' if web_config else 'http'}://127.0.0.1:{self.port}"
         self.web_config = web_config
@@ -77,6 +80,7 @@ class PrometheusServer:
                 "--web.console.templates=/dev/null",
                 "--web.console.libraries=/dev/null",
                 *([f"--web.config.file={self.web_config}"] if self.web_config else []),
+                *self.flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=(self.directory / "prometheus.log").open("wb"),

@@ -2,6 +2,9 @@
 
 ``/metrics`` fans out over every target; ``/probe?target=`` asks one worker
 (blackbox_exporter's multi-target pattern; ``&debug=true`` shows its steps);
+``/metrics/exporter`` has the exporter's own series only and asks no worker (what a
+``/probe``-only Prometheus scrapes to know the exporter is up, as blackbox_exporter's
+``/metrics``);
 ``/sd`` lists the targets for Prometheus's HTTP service discovery;
 ``POST /-/reload`` re-reads the targets file; ``/`` is a landing page;
 ``/-/healthy`` and ``/-/ready`` are for orchestrators.
@@ -91,7 +94,7 @@ def create_app(
     prober.configure(targets.all())
     landing = Landing(
         title="wool-idle exporter",
-        links=("/metrics", "/sd"),
+        links=("/metrics", "/metrics/exporter", "/sd"),
         body=lambda: targets_table(targets.all(), prober.last),
     )
     app = create_base_app(landing, readiness=lambda: _not_ready(targets))
@@ -99,6 +102,9 @@ def create_app(
     async def metrics(request: web.Request) -> web.Response:
         results = await prober.fan_out(targets.all(), scrape_budget(request, settings))
         return render_metrics(request, _CollectorChain(ProbeCollector(results), registry))
+
+    async def own_metrics(request: web.Request) -> web.Response:
+        return render_metrics(request, registry)
 
     async def probe(request: web.Request) -> web.Response:
         raw = request.query.get("target")
@@ -123,6 +129,7 @@ def create_app(
         return render_metrics(request, ProbeCollector([result]))
 
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics/exporter", own_metrics)
     app.router.add_get("/probe", probe)
     add_sd_route(app, targets)
     app.router.add_post("/-/reload", reload_handler(reloads or Reloads(targets)))

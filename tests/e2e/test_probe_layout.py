@@ -1,0 +1,120 @@
+"""End to end, ``/probe`` over the exporter's ``/sd`` on one Prometheus: the jobs the
+shipped ``prometheus.yml`` gives that mode, a real exporter and worker, and the
+shipped alert rules. The exporter being down must be alerted however long it lasts,
+including across a Prometheus restart, after which ``/sd`` cannot be read and the
+probe job has no target left."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from support.fleet import ExporterProcess, Fleet
+from support.prometheus import PrometheusServer, shipped_config
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus"
+EXPORTER = "127.0.0.1:9478"
+OTHER_JOBS = {"wool-idle", "wool-idle-probe", "wool-idle-autoscaler"}
+"""The jobs of prometheus.yml that are not the /sd mode's: fan-out and probe over a
+file (the other modes), and the autoscaler (not run here)."""
+LOOKBACK = "3s"
+"""Prometheus's lookback (5 minutes by default), short: the samples read before a
+restart are gone from queries soon after it."""
+FIRING = 'ALERTS{alertname="WoolExporterDown",alertstate="firing"}'
+T = TypeVar("T")
+
+
+def sd_mode_config(exporter: str) -> dict[str, Any]:
+    """The shipped prometheus.yml's jobs for /probe over /sd, at ``exporter``, every
+    interval one second."""
+    config = shipped_config(PROMETHEUS_DIR / "prometheus.yml", {EXPORTER: exporter})
+    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
+    config["scrape_configs"] = [
+        job for job in config["scrape_configs"] if job["job_name"] not in OTHER_JOBS
+    ]
+    for job in config["scrape_configs"]:
+        for sd in job.get("http_sd_configs", []):
+            sd["refresh_interval"] = "1s"
+    return config
+
+
+def rules_for_test() -> str:
+    """The shipped alerts.yml with WoolExporterDown's `for` one second."""
+    document = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text())
+    for group in document["groups"]:
+        for rule in group["rules"]:
+            if rule["alert"] == "WoolExporterDown":
+                rule["for"] = "1s"
+    return yaml.safe_dump(document)
+
+
+async def until(probe: Callable[[], T], done: Callable[[T], bool], seconds: float = 30.0) -> T:
+    """The first result of ``probe`` (run in a thread) for which ``done`` holds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = await asyncio.to_thread(probe)
+        if done(result):
+            return result
+        assert time.monotonic() < deadline, f"never done; last: {result}"
+        await asyncio.sleep(0.25)
+
+
+def evaluated_after(prometheus: PrometheusServer, moment: float) -> bool:
+    """Whether every rule group of ``prometheus`` was last evaluated after ``moment``
+    (Unix time; Prometheus answers an RFC 3339 time to the nanosecond)."""
+    groups = prometheus.api("rules")["data"]["groups"]
+    times = [re.sub(r"(\.\d{6})\d*", r"\1", g["lastEvaluation"]) for g in groups]
+    return all(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() > moment for t in times)
+
+
+class TestExporterDownInProbeLayout:
+    async def test_exporter_down_fires_across_a_prometheus_restart(self, tmp_path: Path) -> None:
+        """Given a worker behind the exporter, probed over its /sd by a Prometheus with
+        the shipped jobs of that mode and rules, when the exporter stops and Prometheus
+        then restarts (it cannot read /sd: its probe job has no target, and the probes'
+        last `up 0` leave its queries), then WoolExporterDown still fires once the rules
+        are evaluated without them; while the exporter was up it did not."""
+        # Arrange
+        fleet = Fleet()
+        await fleet.start(1)
+        exporter = ExporterProcess(fleet.addresses)
+        exporter.start()
+        prometheus = PrometheusServer(
+            tmp_path,
+            sd_mode_config(exporter.listen),
+            {"alerts.yml": rules_for_test()},
+            flags=(f"--query.lookback-delta={LOOKBACK}",),
+        )
+        probes = 'up{job="wool-idle-sd"}'
+        try:
+            prometheus.start()
+            await until(lambda: prometheus.query(f"{probes} == 1"), bool)
+            fired_while_up = []
+            for _ in range(12):  # 3 s: `for` is 1s, evaluated every second
+                fired_while_up += await asyncio.to_thread(prometheus.query, FIRING)
+                await asyncio.sleep(0.25)
+            exporter.stop()
+            await until(lambda: prometheus.query(FIRING), bool)
+            # Act
+            prometheus.stop()
+            prometheus.start()
+            await until(lambda: prometheus.query(probes), lambda found: not found)
+            gone = time.time()
+            await until(lambda: evaluated_after(prometheus, gone), bool)
+            fired = await until(lambda: prometheus.firing("WoolExporterDown"), bool)
+        finally:
+            prometheus.stop()
+            exporter.stop()
+            await fleet.close()
+        # Assert
+        assert fired_while_up == []
+        assert fired
