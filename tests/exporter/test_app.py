@@ -628,8 +628,9 @@ class TestOwnMetricsEndpoint:
         """Given an exporter with two targets (a worker and a dead address), when
         /metrics/exporter is fetched, then it answers 200 with the exporter's own series
         (its targets, its targets file's state, its probe error counts) and no worker's
-        series, and no worker was asked: a /probe-only Prometheus scrapes it to know the
-        exporter is up without fanning out over the fleet."""
+        series, nor a fan-out duration (there was none: not a 0), and no worker was
+        asked: a /probe-only Prometheus scrapes it to know the exporter is up without
+        fanning out over the fleet."""
         # Arrange
         worker = await scripted(seconds=12.0)
         client = await exporter([worker.address, "127.0.0.1:1"])
@@ -642,6 +643,7 @@ class TestOwnMetricsEndpoint:
         assert found[("wool_exporter_targets_reload_success", frozenset())] == 1
         assert ("wool_exporter_probe_errors_total", frozenset({("reason", "deadline")})) in found
         assert not [name for name, _ in found if name.startswith("wool_worker_")]
+        assert ("wool_exporter_scrape_duration_seconds", frozenset()) not in found
         assert client.prober.last == {}
 
 

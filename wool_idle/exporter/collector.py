@@ -84,12 +84,13 @@ class ProbeCollector(Collector):
 
 class ExporterCollector(Collector):
     """The exporter's own metrics: counters of the prober's results it is told of,
-    and the state of the target set."""
+    the last fan-out's duration (none before the first), and the state of the
+    target set."""
 
     def __init__(self, prober: Prober, targets: TargetSet) -> None:
         self.targets = targets
         self.errors: Counter[ErrorReason] = Counter({reason: 0 for reason in ErrorReason})
-        self.last_duration = 0.0
+        self.last_duration: float | None = None
         prober.subscribe(self.record)
 
     def record(self, results: Sequence[ProbeResult], fan_out_duration: float | None) -> None:
@@ -115,11 +116,12 @@ class ExporterCollector(Collector):
             "Workers scraped: from the flags, the targets file and wool discovery.",
             value=len(self.targets.all()),
         )
-        yield GaugeMetricFamily(
-            "wool_exporter_scrape_duration_seconds",
-            "How long the last fan-out over all workers took.",
-            value=self.last_duration,
-        )
+        if self.last_duration is not None:  # absent, not 0, until a fan-out ran
+            yield GaugeMetricFamily(
+                "wool_exporter_scrape_duration_seconds",
+                "How long the last fan-out over all workers took.",
+                value=self.last_duration,
+            )
         yield GaugeMetricFamily(
             "wool_exporter_targets_reload_success",
             "1 if the last read of the targets file succeeded, else 0.",
