@@ -45,7 +45,7 @@ class TestAlertRules:
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_alerts_present_annotated_and_linked(self) -> None:
-        """Given the rules, then the thirteen alerts exist, each with summary, description
+        """Given the rules, then the fifteen alerts exist, each with summary, description
         and a runbook_url into its own section of docs/operations.md (the heading is
         the alert's name), and none uses keep_firing_for."""
         # Arrange
@@ -64,10 +64,12 @@ class TestAlertRules:
             "WoolWorkerIdleUnsupported",
             "WoolWorkerIdleUnknown",
             "WoolExporterDown",
+            "WoolExporterFlapping",
             "WoolFederationDown",
             "WoolExporterDiscoveryDown",
             "WoolExporterTargetsFileInvalid",
             "WoolAutoscalerDown",
+            "WoolAutoscalerFlapping",
             "WoolAutoscalerSourceDown",
             "WoolAutoscalerCycleErrors",
             "WoolAutoscalerStopsFailing",
