@@ -40,7 +40,7 @@ class FakePrometheus:
         query = request.query.get("query", "")
         self.times.append(request.query.get("time"))
         self.nocache.append(request.query.get("nocache"))
-        kind = "ages" if query.startswith("time()") else "values"
+        kind = "ages" if "timestamp(" in query else "values"
         kind = "alerts" if "ALERTS" in query else kind
         if kind == "values" and self.bodies["cached"] and request.query.get("nocache") != "1":
             kind = "cached"
@@ -67,8 +67,9 @@ class TestQueries:
             'pool="g\\"pu"}'
         )
         assert age_query(selectors) == (
-            'time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
-            ' or time() - timestamp(wool_worker_idle_supported{pool="g\\"pu"})'
+            '(time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
+            ' or time() - timestamp(wool_worker_idle_supported{pool="g\\"pu"}))'
+            ' and wool_worker_up{pool="g\\"pu"} == 1'
         )
 
     def test_queries_push_every_operator_down(self) -> None:
@@ -80,8 +81,9 @@ class TestQueries:
         # Act / Assert
         assert series_query(selectors).endswith(f",{matchers}}}")
         assert age_query(selectors) == (
-            f"time() - timestamp(wool_worker_idle_seconds{{{matchers}}})"
-            f" or time() - timestamp(wool_worker_idle_supported{{{matchers}}})"
+            f"(time() - timestamp(wool_worker_idle_seconds{{{matchers}}})"
+            f" or time() - timestamp(wool_worker_idle_supported{{{matchers}}}))"
+            f" and wool_worker_up{{{matchers}}} == 1"
         )
 
     def test_alert_query_escapes_the_name(self) -> None:
@@ -132,6 +134,8 @@ class TestQueriesInPromtool:
                 {"series": 'wool_worker_idle_seconds{worker="a:1"}', "values": "5x10"},
                 {"series": 'wool_worker_idle_supported{worker="a:1"}', "values": "1x10"},
                 {"series": 'wool_worker_idle_supported{worker="old:1"}', "values": "0x7"},
+                {"series": 'wool_worker_up{worker="a:1"}', "values": "1x10"},
+                {"series": 'wool_worker_up{worker="old:1"}', "values": "1x7"},
             ],
             [
                 {
@@ -143,6 +147,24 @@ class TestQueriesInPromtool:
                     ],
                 }
             ],
+        )
+        assert failed == ""
+
+    @pytest.mark.parametrize("idle", ["5x7 stale", "_x10"], ids=["was_idle", "predates_idle"])
+    def test_age_query_worker_seen_down_has_no_age(self, tmp_path: Path, idle: str) -> None:
+        """Given a worker last scraped down (up 0, and idle_supported 0, which the
+        exporter writes for a down worker too; its idle series ended or it never had
+        one), when promtool evaluates the age query, then the worker has no age: a
+        reading of it up (a replica behind the same URL that has not scraped the
+        crash yet) is stale, never alive by that fresh idle_supported sample."""
+        failed = promtool_test(
+            tmp_path,
+            [
+                {"series": 'wool_worker_idle_seconds{worker="a:1"}', "values": idle},
+                {"series": 'wool_worker_idle_supported{worker="a:1"}', "values": "1x7 0x2"},
+                {"series": 'wool_worker_up{worker="a:1"}', "values": "1x7 0x2"},
+            ],
+            [{"expr": age_query([]), "eval_time": "10m", "exp_samples": []}],
         )
         assert failed == ""
 

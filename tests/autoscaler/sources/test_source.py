@@ -421,7 +421,7 @@ class Served:
 
     async def answer(self, request: web.Request) -> web.Response:
         query = request.query.get("query", "")
-        kind = "ages" if query.startswith("time()") else "values"
+        kind = "ages" if "timestamp(" in query else "values"
         kind = "alerts" if "ALERTS" in query else kind
         kind = "metrics" if request.path == "/metrics" else kind
         return web.Response(text=self.bodies[kind])

@@ -2,7 +2,8 @@
 
 Up to three instant queries, all evaluated at the same time: the policy's
 series; the age of each idle sample, or of an ``idle_supported`` sample where
-there is no idle one (evaluation time minus sample time); and, when an alert
+there is no idle one (evaluation time minus sample time), of a worker whose last
+``up`` sample is 1; and, when an alert
 gates retirement, the age of that alert's ``ALERTS`` series in state firing,
 no older than ``alert_max_age``. (Prometheus writes no staleness marker
 for a rule when it crashes or a rule is removed, so an old ``ALERTS`` sample
@@ -62,11 +63,16 @@ def series_query(selectors: Sequence[Selector]) -> str:
 def age_query(selectors: Sequence[Selector]) -> str:
     """PromQL for the age of each worker's idle sample (evaluation time minus sample
     time), or of its ``idle_supported`` sample where it has no idle one (a worker
-    that predates the idle RPC: its answer is only as fresh as that sample)."""
+    that predates the idle RPC: its answer is only as fresh as that sample), for the
+    workers whose last ``up`` sample is 1 only: the exporter writes ``idle_supported``
+    0 for a worker down too, so its age alone says nothing of an answer. (An age is
+    read apart from the values: a replica behind the same URL, or a scrape committed
+    between the two queries, may still show up a worker this one saw go down.)"""
     matchers = ",".join(s.promql() for s in selectors)
     return (
-        f"time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
-        f" or time() - timestamp({IDLE_SUPPORTED}{{{matchers}}})"
+        f"(time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
+        f" or time() - timestamp({IDLE_SUPPORTED}{{{matchers}}}))"
+        f" and {UP}{{{matchers}}} == 1"
     )
 
 
