@@ -1,6 +1,8 @@
-"""End to end: the autoscaler reading two Prometheus replicas behind one URL (a
-Kubernetes Service over an HA pair), whose data differ by up to a scrape: the
-value query answered by one, the age query by the other."""
+"""End to end: a worker that crashed between the autoscaler's value query and its
+age query, as Prometheus saw it: one real Prometheus committing a slow scrape
+(stamped when it began) between the two, or two replicas behind one URL (a
+Kubernetes Service over an HA pair), the value query answered by the one that has
+not scraped the crash yet. The crashed worker must hold no floor."""
 
 from __future__ import annotations
 
@@ -126,6 +128,107 @@ class TestPrometheusReplicas:
             assert done.returncode == 0, done.stderr
             assert fleet.alive(idle), done.stderr
             assert f"worker={idle} verdict=min_workers" in done.stderr
+        finally:
+            prometheus.stop()
+            await fleet.close()
+
+
+class SlowCrashScrape:
+    """An exporter that reports ``DEAD`` idle and up until ``crash``; then each scrape
+    of it answers ``DEAD`` down only after ``SCRAPE_DELAY`` (its probe timing out), so
+    Prometheus commits that scrape (stamped when it began) well after it began."""
+
+    SCRAPE_DELAY = 1.5
+
+    def __init__(self, live: str) -> None:
+        self.live = live
+        self.crashed = False
+        self.scrape_began = asyncio.Event()
+        self.scrape_answered = asyncio.Event()
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if not self.crashed:
+            alive = f'wool_worker_idle_seconds{{worker="{DEAD}"}} 700\n'
+            return web.Response(text=exposition(self.live, "1", "1") + alive)
+        self.scrape_began.set()
+        await asyncio.sleep(self.SCRAPE_DELAY)
+        self.scrape_answered.set()
+        return web.Response(text=exposition(self.live, "0", "0"))
+
+
+class InBetween:
+    """A proxy to one Prometheus that lets the value query through while the crash's
+    scrape is under way, and the pinned queries once it is committed."""
+
+    COMMIT_WAIT = 0.5
+
+    def __init__(self, prometheus: str, exporter: SlowCrashScrape) -> None:
+        self.prometheus, self.exporter = prometheus, exporter
+
+    async def answer(self, request: web.Request) -> web.Response:
+        if "time" not in request.query:
+            await self.exporter.scrape_began.wait()
+        else:
+            await self.exporter.scrape_answered.wait()
+            await asyncio.sleep(self.COMMIT_WAIT)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{self.prometheus}{request.path}", params=request.query) as response,
+        ):
+            return web.Response(body=await response.read(), content_type="application/json")
+
+
+class TestOnePrometheus:
+    async def test_autoscaler_crash_committed_between_queries_holds_no_floor(
+        self, aiohttp_server, tmp_path: Path
+    ) -> None:
+        """Given a group of two workers and --min-workers 1, one idle and one whose
+        crash is in a scrape Prometheus commits after answering the value query but
+        before the age query (a scrape is stamped when it begins: a slow one is
+        committed seconds later, and the pinned age query then sees it), when the
+        autoscaler runs once, then the crashed worker holds no floor: the live
+        worker is not stopped."""
+        # Arrange
+        fleet = Fleet()
+        (live,) = await fleet.start(1)
+        exporter = SlowCrashScrape(live)
+        target = (await serve(aiohttp_server, exporter.metrics)).removeprefix("http://")
+        scrape = {"scrape_interval": "3s", "scrape_timeout": "2s"}
+        prometheus = PrometheusServer(
+            tmp_path,
+            {
+                "global": scrape,
+                "scrape_configs": [{"job_name": "e", "static_configs": [{"targets": [target]}]}],
+            },
+            {},
+        )
+        prometheus.start()
+        try:
+            assert await eventually_async(
+                lambda: len(prometheus.query("wool_worker_idle_seconds")) == 2, timeout=30
+            )
+            exporter.crashed = True
+            url = await serve(aiohttp_server, InBetween(prometheus.url, exporter).answer)
+            # Act
+            done = await asyncio.to_thread(
+                run_cli,
+                [
+                    "autoscaler",
+                    "--prometheus-url",
+                    url,
+                    "--max-idle",
+                    "1s",
+                    "--min-workers",
+                    "1",
+                    "--once",
+                    "--log.level",
+                    "debug",
+                ],
+            )
+            # Assert
+            assert done.returncode == 0, done.stderr
+            assert fleet.alive(live), done.stderr
+            assert f"worker={live} verdict=min_workers" in done.stderr
         finally:
             prometheus.stop()
             await fleet.close()
