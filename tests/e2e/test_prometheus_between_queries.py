@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from support.fleet import Fleet
-from support.instant_vector import vector
+from support.instant_vector import healthy, vector
 from support.processes import run_cli
 from support.prometheus import PrometheusServer
 from support.waiting import eventually_async
@@ -22,15 +22,20 @@ pytestmark = pytest.mark.e2e
 
 DEAD = "127.0.0.1:9"
 """A worker that crashed: nothing answers at its address."""
+ONCE_FLOOR_OF_ONE = (
+    *("autoscaler", "--once", "--max-idle", "1s", "--min-workers", "1"),
+    *("--log.level", "debug"),
+)
+"""One cycle, keeping at least one worker alive, every decision logged."""
 
 
-def exposition(idle: str, dead_up: str, dead_supported: str) -> str:
-    """An exporter's answer: the live worker ``idle`` (idle 800 s), the dead one with
+def exposition(live: str, dead_up: str, dead_supported: str) -> str:
+    """An exporter's answer: the worker at ``live`` idle 800 s, the dead one with
     ``dead_up`` and ``dead_supported`` and no idle sample."""
     return (
-        f'wool_worker_idle_seconds{{worker="{idle}"}} 800\n'
-        f'wool_worker_up{{worker="{idle}"}} 1\n'
-        f'wool_worker_idle_supported{{worker="{idle}"}} 1\n'
+        f'wool_worker_idle_seconds{{worker="{live}"}} 800\n'
+        f'wool_worker_up{{worker="{live}"}} 1\n'
+        f'wool_worker_idle_supported{{worker="{live}"}} 1\n'
         f'wool_worker_up{{worker="{DEAD}"}} {dead_up}\n'
         f'wool_worker_idle_supported{{worker="{DEAD}"}} {dead_supported}\n'
     )
@@ -75,10 +80,10 @@ class TestPrometheusReplicas:
         then the crashed worker holds no floor: the live worker is not stopped."""
         # Arrange
         fleet = Fleet()
-        (idle,) = await fleet.start(1)
+        (live,) = await fleet.start(1)
 
         async def exporter(request: web.Request) -> web.Response:
-            return web.Response(text=exposition(idle, "0", "0"))
+            return web.Response(text=exposition(live, "0", "0"))
 
         target = (await serve(aiohttp_server, exporter)).removeprefix("http://")
         prometheus = PrometheusServer(
@@ -90,19 +95,22 @@ class TestPrometheusReplicas:
             {},
         )
         prometheus.start()
-        dead = {"worker": DEAD, "job": "e", "instance": target}
-        live = {"worker": idle, "job": "e", "instance": target}
         lagging = [
-            ({"__name__": "wool_worker_up", **dead}, "1"),
-            ({"__name__": "wool_worker_idle_supported", **dead}, lagging_supported),
-            *(
-                [({"__name__": "wool_worker_idle_seconds", **dead}, lagging_idle)]
-                * bool(lagging_idle)
+            *healthy(live, "800", job="e", instance=target),
+            ({"__name__": "wool_worker_up", "worker": DEAD, "job": "e", "instance": target}, "1"),
+            (
+                {
+                    "__name__": "wool_worker_idle_supported",
+                    "worker": DEAD,
+                    "job": "e",
+                    "instance": target,
+                },
+                lagging_supported,
             ),
-            ({"__name__": "wool_worker_idle_seconds", **live}, "800"),
-            ({"__name__": "wool_worker_up", **live}, "1"),
-            ({"__name__": "wool_worker_idle_supported", **live}, "1"),
         ]
+        if lagging_idle is not None:
+            labels = {"worker": DEAD, "job": "e", "instance": target}
+            lagging.append(({"__name__": "wool_worker_idle_seconds", **labels}, lagging_idle))
         try:
             assert await eventually_async(
                 lambda: len(prometheus.query("wool_worker_up")) == 2, timeout=30
@@ -111,30 +119,19 @@ class TestPrometheusReplicas:
             # Act
             done = await asyncio.to_thread(
                 run_cli,
-                [
-                    "autoscaler",
-                    "--prometheus-url",
-                    url,
-                    "--max-idle",
-                    "1s",
-                    "--min-workers",
-                    "1",
-                    "--once",
-                    "--log.level",
-                    "debug",
-                ],
+                [*ONCE_FLOOR_OF_ONE, "--prometheus-url", url],
             )
             # Assert
             assert done.returncode == 0, done.stderr
-            assert fleet.alive(idle), done.stderr
-            assert f"worker={idle} verdict=min_workers" in done.stderr
+            assert fleet.alive(live), done.stderr
+            assert f"worker={live} verdict=min_workers" in done.stderr
         finally:
             prometheus.stop()
             await fleet.close()
 
 
 class SlowCrashScrape:
-    """An exporter that reports ``DEAD`` idle and up until ``crash``; then each scrape
+    """An exporter that reports ``DEAD`` idle and up until ``crashed``; then each scrape
     of it answers ``DEAD`` down only after ``SCRAPE_DELAY`` (its probe timing out), so
     Prometheus commits that scrape (stamped when it began) well after it began."""
 
@@ -212,18 +209,7 @@ class TestOnePrometheus:
             # Act
             done = await asyncio.to_thread(
                 run_cli,
-                [
-                    "autoscaler",
-                    "--prometheus-url",
-                    url,
-                    "--max-idle",
-                    "1s",
-                    "--min-workers",
-                    "1",
-                    "--once",
-                    "--log.level",
-                    "debug",
-                ],
+                [*ONCE_FLOOR_OF_ONE, "--prometheus-url", url],
             )
             # Assert
             assert done.returncode == 0, done.stderr
