@@ -132,13 +132,14 @@ class TestPrometheusReplicas:
 
 class SlowCrashScrape:
     """An exporter that reports ``DEAD`` idle and up until ``crashed``; then each scrape
-    of it answers ``DEAD`` down only after ``SCRAPE_DELAY`` (its probe timing out), so
-    Prometheus commits that scrape (stamped when it began) well after it began."""
+    of it answers ``DEAD`` with ``after`` (its ``up`` and ``idle_supported``, no idle
+    sample) only after ``SCRAPE_DELAY`` (its probe timing out), so Prometheus commits
+    that scrape (stamped when it began) well after it began."""
 
     SCRAPE_DELAY = 1.5
 
-    def __init__(self, live: str) -> None:
-        self.live = live
+    def __init__(self, live: str, after: tuple[str, str]) -> None:
+        self.live, self.after = live, after
         self.crashed = False
         self.scrape_began = asyncio.Event()
         self.scrape_answered = asyncio.Event()
@@ -150,7 +151,7 @@ class SlowCrashScrape:
         self.scrape_began.set()
         await asyncio.sleep(self.SCRAPE_DELAY)
         self.scrape_answered.set()
-        return web.Response(text=exposition(self.live, "0", "0"))
+        return web.Response(text=exposition(self.live, *self.after))
 
 
 class InBetween:
@@ -176,19 +177,20 @@ class InBetween:
 
 
 class TestOnePrometheus:
+    @pytest.mark.parametrize("after", [("0", "0"), ("1", "1")], ids=["down", "no_idle_value"])
     async def test_autoscaler_crash_committed_between_queries_holds_no_floor(
-        self, aiohttp_server, tmp_path: Path
+        self, aiohttp_server, tmp_path: Path, after: tuple[str, str]
     ) -> None:
         """Given a group of two workers and --min-workers 1, one idle and one whose
-        crash is in a scrape Prometheus commits after answering the value query but
-        before the age query (a scrape is stamped when it begins: a slow one is
-        committed seconds later, and the pinned age query then sees it), when the
-        autoscaler runs once, then the crashed worker holds no floor: the live
-        worker is not stopped."""
+        crash (down, or up with no valid idle value: its idle series ends) is in a
+        scrape Prometheus commits after answering the value query but before the age
+        query (a scrape is stamped when it begins: a slow one is committed seconds
+        later, and the pinned age query then sees it), when the autoscaler runs once,
+        then the crashed worker holds no floor: the live worker is not stopped."""
         # Arrange
         fleet = Fleet()
         (live,) = await fleet.start(1)
-        exporter = SlowCrashScrape(live)
+        exporter = SlowCrashScrape(live, after)
         target = (await serve(aiohttp_server, exporter.metrics)).removeprefix("http://")
         scrape = {"scrape_interval": "3s", "scrape_timeout": "2s"}
         prometheus = PrometheusServer(

@@ -68,7 +68,8 @@ class TestQueries:
         )
         assert age_query(selectors) == (
             '(time() - timestamp(wool_worker_idle_seconds{pool="g\\"pu"})'
-            ' or time() - timestamp(wool_worker_idle_supported{pool="g\\"pu"}))'
+            ' or (time() - timestamp(wool_worker_idle_supported{pool="g\\"pu"})'
+            ' and wool_worker_idle_supported{pool="g\\"pu"} == 0))'
             ' and wool_worker_up{pool="g\\"pu"} == 1'
         )
 
@@ -82,7 +83,8 @@ class TestQueries:
         assert series_query(selectors).endswith(f",{matchers}}}")
         assert age_query(selectors) == (
             f"(time() - timestamp(wool_worker_idle_seconds{{{matchers}}})"
-            f" or time() - timestamp(wool_worker_idle_supported{{{matchers}}}))"
+            f" or (time() - timestamp(wool_worker_idle_supported{{{matchers}}})"
+            f" and wool_worker_idle_supported{{{matchers}}} == 0))"
             f" and wool_worker_up{{{matchers}}} == 1"
         )
 
@@ -163,6 +165,24 @@ class TestQueriesInPromtool:
                 {"series": 'wool_worker_idle_seconds{worker="a:1"}', "values": idle},
                 {"series": 'wool_worker_idle_supported{worker="a:1"}', "values": "1x7 0x2"},
                 {"series": 'wool_worker_up{worker="a:1"}', "values": "1x7 0x2"},
+            ],
+            [{"expr": age_query([]), "eval_time": "10m", "exp_samples": []}],
+        )
+        assert failed == ""
+
+    def test_age_query_worker_up_without_idle_value_has_no_age(self, tmp_path: Path) -> None:
+        """Given a worker still up and supporting the idle RPC whose idle series ended
+        (it answers no valid idle value any more: NaN, an error, another server on its
+        port), when promtool evaluates the age query, then it has no age: the only
+        idle value a reading of it can carry is one from before (a scrape committed
+        between the value and age queries), which its idle_supported sample's fresh
+        age must not make fresh."""
+        failed = promtool_test(
+            tmp_path,
+            [
+                {"series": 'wool_worker_idle_seconds{worker="a:1"}', "values": "5x7 stale"},
+                {"series": 'wool_worker_idle_supported{worker="a:1"}', "values": "1x10"},
+                {"series": 'wool_worker_up{worker="a:1"}', "values": "1x10"},
             ],
             [{"expr": age_query([]), "eval_time": "10m", "exp_samples": []}],
         )

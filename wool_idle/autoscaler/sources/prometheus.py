@@ -1,7 +1,7 @@
 """Reading a Prometheus server's HTTP API, every query at one pinned time.
 
 Up to three instant queries, all evaluated at the same time: the policy's
-series; the age of each idle sample, or of an ``idle_supported`` sample where
+series; the age of each idle sample, or of an ``idle_supported`` 0 sample where
 there is no idle one (evaluation time minus sample time), of a worker whose last
 ``up`` sample is 1; and, when an alert
 gates retirement, the age of that alert's ``ALERTS`` series in state firing,
@@ -62,16 +62,21 @@ def series_query(selectors: Sequence[Selector]) -> str:
 
 def age_query(selectors: Sequence[Selector]) -> str:
     """PromQL for the age of each worker's idle sample (evaluation time minus sample
-    time), or of its ``idle_supported`` sample where it has no idle one (a worker
-    that predates the idle RPC: its answer is only as fresh as that sample), for the
-    workers whose last ``up`` sample is 1 only: the exporter writes ``idle_supported``
-    0 for a worker down too, so its age alone says nothing of an answer. (An age is
-    read apart from the values: a replica behind the same URL, or a scrape committed
-    between the two queries, may still show up a worker this one saw go down.)"""
+    time), or, where it has none, of its ``idle_supported`` sample if that says 0 (a
+    worker that predates the idle RPC: its answer is only as fresh as that sample),
+    for the workers whose last ``up`` sample is 1 only.
+
+    The age is read apart from the values (a scrape committed between the two
+    queries, or a replica behind the same URL, may show a worker the value query
+    read up and idle as down, or up with no idle value), so it is the age of a
+    sample only a worker answering as read could have: ``idle_supported`` is
+    written for a worker down (0) and for one answering no valid idle value (1)
+    too, and its age alone must never make an earlier idle value fresh."""
     matchers = ",".join(s.promql() for s in selectors)
+    supported = f"{IDLE_SUPPORTED}{{{matchers}}}"
     return (
         f"(time() - timestamp({IDLE_SECONDS}{{{matchers}}})"
-        f" or time() - timestamp({IDLE_SUPPORTED}{{{matchers}}}))"
+        f" or (time() - timestamp({supported}) and {supported} == 0))"
         f" and {UP}{{{matchers}}} == 1"
     )
 
