@@ -156,24 +156,31 @@ class SlowCrashScrape:
 
 class InBetween:
     """A proxy to one Prometheus that lets the value query through while the crash's
-    scrape is under way, and the pinned queries once it is committed."""
-
-    COMMIT_WAIT = 0.5
+    scrape is under way, and the pinned queries once Prometheus shows that scrape
+    (``DEAD``'s idle series ended)."""
 
     def __init__(self, prometheus: str, exporter: SlowCrashScrape) -> None:
         self.prometheus, self.exporter = prometheus, exporter
 
     async def answer(self, request: web.Request) -> web.Response:
-        if "time" not in request.query:
-            await self.exporter.scrape_began.wait()
-        else:
-            await self.exporter.scrape_answered.wait()
-            await asyncio.sleep(self.COMMIT_WAIT)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"{self.prometheus}{request.path}", params=request.query) as response,
-        ):
-            return web.Response(body=await response.read(), content_type="application/json")
+        async with aiohttp.ClientSession() as session:
+            if "time" not in request.query:
+                await self.exporter.scrape_began.wait()
+            else:
+                await self.exporter.scrape_answered.wait()
+                await self._committed(session)
+            url = f"{self.prometheus}{request.path}"
+            async with session.get(url, params=request.query) as response:
+                body = await response.read()
+        return web.Response(body=body, content_type="application/json")
+
+    async def _committed(self, session: aiohttp.ClientSession) -> None:
+        query = {"query": f'wool_worker_idle_seconds{{worker="{DEAD}"}}'}
+        while True:
+            async with session.get(f"{self.prometheus}/api/v1/query", params=query) as response:
+                if not (await response.json())["data"]["result"]:
+                    return
+            await asyncio.sleep(0.05)
 
 
 class TestOnePrometheus:
