@@ -8,8 +8,10 @@ from enum import StrEnum
 from typing import Final
 
 _NAMESPACE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")
-"""Printable ASCII without blanks or slashes: wool uses a local namespace in a
-file path (``/tmp/wool-<namespace>``). ``\\Z``, as ``$`` would pass a final newline."""
+"""Letters, digits and ``. _ : -``, starting with a letter or digit: no blank or
+slash, as wool uses a local namespace in a file path (``/tmp/wool-<namespace>``).
+A namespace wool would accept beyond these (``team@prod``) is refused (exit 2). ``\\Z``, as ``$``
+would pass a final newline."""
 
 
 class DiscoveryKind(StrEnum):
