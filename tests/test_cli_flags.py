@@ -124,6 +124,9 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     ([*SCALE, "--metrics-url", "not a url"], "--metrics-url"),
     ([*SCALE, "--prometheus-url", "http://:9090"], "--prometheus-url"),
     ([*SCALE, "--prometheus-url", "http://h:99999"], "--prometheus-url"),
+    ([*SCALE, "--prometheus-url", "http://h:9090/?a=b"], "--prometheus-url"),  # query
+    ([*SCALE, "--prometheus-url", "http://h:9090/p?"], "--prometheus-url"),
+    ([*SCALE, "--prometheus-url", "http://h:9090/#x"], "--prometheus-url"),
     ([*SCALE, "--metrics-url", "http://h/m", "--prometheus-url", "http://h"], "--prometheus-url"),
     ([*SCALE, "--selector", "pool"], "--selector"),
     ([*SCALE, "--selector", "__name__=x"], "--selector"),

@@ -162,8 +162,14 @@ def _state_file(parser: Parser, path: str | None) -> StateFile | None:
 def _source_and_client(
     parser: Parser, args: argparse.Namespace
 ) -> tuple[SourceSettings, HttpClientConfig]:
-    """The source settings, its URL without userinfo, and the HTTP client config."""
+    """The source settings, its URL without userinfo, and the HTTP client config; exits
+    2 for a ``--prometheus-url`` with a query or fragment (the API path goes after it)."""
     source = settings_from(args, SourceSettings)
+    if source.prometheus_url and any(c in source.prometheus_url for c in "?#"):
+        parser.error(
+            "argument --prometheus-url: a base URL takes no query or fragment "
+            "(/api/v1/query is put after it)"
+        )
     if source.prometheus_url:
         url, http = http_client_config(
             parser, args, source.prometheus_url, url_flag="--prometheus-url"
