@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import time
+from email.utils import formatdate
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
@@ -13,6 +16,8 @@ from wool_idle.autoscaler.sources import ExporterSource, Selector, SourceError, 
 from wool_idle.autoscaler.sources.exposition import MAX_LINE
 from wool_idle.autoscaler.verdicts import Verdict
 
+OLD_DATE = formatdate(time.time() - 3600, usegmt=True)
+"""An HTTP ``Date`` of an hour ago."""
 EXPOSITION = """\
 # TYPE wool_worker_idle_seconds gauge
 wool_worker_idle_seconds{worker="a:1",pool="gpu"} 120.5
@@ -265,3 +270,31 @@ class TestExporterSource:
             readings = await ExporterSource(session, url, [], 2.0, ("pool",)).read()
         # Assert
         assert [r.group for r in readings] == [("gpu",), ("cpu",), ("gpu",), ("gpu",)]
+
+    @pytest.mark.parametrize(
+        ("headers", "least"),
+        [({"Age": "120"}, 120.0), ({"Age": "soon"}, math.inf), ({"Date": OLD_DATE}, 3600.0)],
+        ids=["age", "unreadable_age", "old_date"],
+    )
+    async def test_read_a_cached_answer_is_as_old_as_the_cache_says(
+        self, aiohttp_server, headers: dict[str, str], least: float
+    ) -> None:
+        """Given the exporter's text, unstamped and with a stamp from 10 s ago, served by
+        a cache that says it has held it 120 s (``Age``), or that says so unreadably, or
+        that keeps its origin's ``Date`` of an hour ago, when read over HTTP, then no
+        reading is younger than that: an old answer is never read fresh."""
+        # Arrange
+        stamp = int((time.time() - 10) * 1000)
+        text = EXPOSITION + f'wool_worker_idle_seconds{{worker="e:1"}} 900 {stamp}\n'
+
+        async def cached(request: web.Request) -> web.Response:
+            return web.Response(text=text, headers=headers)
+
+        app = web.Application()
+        app.router.add_get("/metrics", cached)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            # Act
+            readings = await ExporterSource(session, str(server.make_url("/metrics")), [], 2).read()
+        # Assert
+        assert len(readings) == 5 and all(r.age >= least for r in readings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from wool_idle.autoscaler.sources import (
     exposition,
     prometheus,
 )
-from wool_idle.autoscaler.sources.source import fetch
+from wool_idle.autoscaler.sources.source import answer_age, fetch
 from wool_idle.contract import valid_idle
 from wool_idle.worker.address import parse_address
 
@@ -127,6 +128,48 @@ async def bomb(request: web.Request) -> web.Response:
 async def sized(request: web.Request) -> web.Response:
     """2 MiB of JSON with its Content-Length."""
     return web.Response(text=json.dumps(["x" * 1000] * (2 * MiB // 1000)))
+
+
+NOW = 1_800_000_000.0
+"""A Unix time for ``answer_age``: Fri, 15 Jan 2027 08:00:00 GMT."""
+
+
+class TestAnswerAge:
+    @pytest.mark.parametrize(
+        ("ages", "date", "expected"),
+        [
+            ([], None, 0.0),
+            (["30", " 120 "], None, 120.0),
+            (["30", "-1"], None, math.inf),
+            (["²"], None, math.inf),
+            ([], "Fri, 15 Jan 2027 07:59:57 GMT", 0.0),
+            ([], "Fri, 15 Jan 2027 07:58:00 GMT", 120.0),
+            ([], "Fri, 15 Jan 2027 07:58:00 -0000", 120.0),
+            (["60"], "Fri, 15 Jan 2027 07:58:00 GMT", 120.0),
+            ([], "Fri, 15 Jan 2027 08:10:00 GMT", 0.0),
+            ([], "yesterday", 0.0),
+        ],
+        ids=[
+            "none",
+            "largest_age",
+            "negative_age",
+            "non_ascii_digit",
+            "date_within_tolerance",
+            "old_date",
+            "date_without_zone",
+            "date_older_than_age",
+            "future_date",
+            "unreadable_date",
+        ],
+    )
+    def test_answer_age_headers(self, ages: list[str], date: str | None, expected: float) -> None:
+        """Given an answer's Age headers and Date, when aged at a known now, then the
+        age is the largest Age or, when more and beyond the clock tolerance, now less
+        the Date; an unreadable Age is unknown (infinite), an unreadable Date none."""
+        # Arrange, Act
+        age = answer_age(ages, date, NOW)
+        # Assert
+        assert age == expected
 
 
 class TestFetchCap:

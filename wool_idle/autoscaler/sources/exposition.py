@@ -15,7 +15,7 @@ from prometheus_client.parser import text_fd_to_metric_families
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector
-from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
+from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch_text
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
 
 MAX_LINE: Final = 64 * 1024
@@ -28,13 +28,19 @@ ERROR_TEXT: Final = 200
 
 
 def parse_exposition(
-    text: str, selectors: Sequence[Selector] = (), group_by: Sequence[str] = ()
+    text: str,
+    selectors: Sequence[Selector] = (),
+    group_by: Sequence[str] = (),
+    *,
+    age: float = 0.0,
 ) -> list[Reading]:
     """Readings from an exporter's exposition text; ``SourceError`` if unparsable.
 
     The exporter renders each sample when scraped, so an age is 0, unless the
     sample carries a timestamp (text from ``/federate``, a Pushgateway or a
     caching proxy): then it is now, by this host's clock, less that timestamp.
+    No sample is younger than ``age``, the answer's own (``answer_age``: a cache
+    serving text it has held, timestamps or not, serves it that old).
     A worker with no idle sample takes the age of its ``idle_supported`` one.
     Each reading's group is the values of its series' ``group_by`` labels. Only
     samples named as their family count: a summary's or histogram's ``_count``,
@@ -60,7 +66,7 @@ def parse_exposition(
                     continue
                 add(values, worker, sample.value)
                 if sample.timestamp is not None and ages is not None:
-                    keep_oldest(ages, worker, now - float(sample.timestamp))
+                    keep_oldest(ages, worker, max(now - float(sample.timestamp), age))
                 if group_by:
                     place(worker, labels)
     except Exception as error:  # the parser raises several types on bad input
@@ -68,7 +74,7 @@ def parse_exposition(
         raise SourceError(f"malformed exposition text: {str(error)[:ERROR_TEXT]}") from None
     samples.ages.update(stamped[IDLE_SUPPORTED])
     samples.ages.update(stamped[IDLE_SECONDS])
-    return samples.readings(default_age=0.0)
+    return samples.readings(default_age=age)
 
 
 def _lines(text: str) -> Iterator[str]:
@@ -98,7 +104,7 @@ class ExporterSource:
         self.description = f"exporter {url}"
 
     async def read(self) -> list[Reading]:
-        text = await fetch(
-            self.session, self.url, {}, self.timeout, json_body=False, max_bytes=self.max_bytes
+        text, age = await fetch_text(self.session, self.url, self.timeout, max_bytes=self.max_bytes)
+        return await asyncio.to_thread(
+            parse_exposition, text, self.selectors, self.group_by, age=age
         )
-        return await asyncio.to_thread(parse_exposition, text, self.selectors, self.group_by)

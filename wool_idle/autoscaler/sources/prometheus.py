@@ -42,13 +42,16 @@ from wool_idle.autoscaler.sources.instant_vector import (
     parse_query_responses,
 )
 from wool_idle.autoscaler.sources.selector import Selector, promql_string
-from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch
+from wool_idle.autoscaler.sources.source import (
+    CLOCK_TOLERANCE,
+    DEFAULT_MAX_BYTES,
+    SourceError,
+    fetch,
+)
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP
 
 NO_CACHE: Final = "1"
 """``nocache``: VictoriaMetrics evaluates at the time asked (Prometheus ignores it)."""
-CLOCK_TOLERANCE: Final = 5.0
-"""Seconds Prometheus's evaluation time may lie outside the read, by this host's clock."""
 
 
 def series_query(selectors: Sequence[Selector]) -> str:

@@ -4,7 +4,9 @@ Text is UTF-8, as Prometheus reads it: a ``charset`` in the answer's
 Content-Type is not heeded (some codecs, punycode, decode in quadratic time).
 A body is read up to ``max_bytes`` (after any decompression): one over it is a
 ``SourceError``, so an endless or huge answer costs at most that much memory
-and stops no one. Bodies are decoded (JSON) on a thread, off the event loop,
+and stops no one. A text answer's own age (``answer_age``) comes from its ``Age``
+and ``Date`` headers: a cache between serves old text as if it were new. Bodies
+are decoded (JSON) on a thread, off the event loop,
 and the sources parse them on a thread too (as the planner plans): a large
 answer never holds up ``/-/healthy`` or the daemon's other work.
 """
@@ -13,16 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from collections.abc import Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any, Final, Protocol
 
 import aiohttp
+from multidict import CIMultiDictProxy
 
 from wool_idle.autoscaler.policy import Reading
 
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """64 MiB: the largest body a source reads (``--source-max-bytes``). A fleet of
 10,000 workers answers about 3 MB (exposition) or 5 MB (Prometheus API)."""
+
+
+CLOCK_TOLERANCE: Final = 5.0
+"""Seconds an answer's time (Prometheus's evaluation time, an HTTP ``Date``) may lie
+outside the read, by this host's clock, before it counts."""
 
 
 class SourceError(Exception):
@@ -53,18 +65,71 @@ async def fetch(
     A body over ``max_bytes``, one that does not decode, or JSON nested too deeply
     for the decoder, is a failure like any other.
     """
+    body, _ = await _get(session, url, params, timeout, max_bytes)
+    try:
+        if json_body:
+            return await asyncio.to_thread(json.loads, body)
+        return body.decode()  # the text format is UTF-8, whatever the charset says
+    except (ValueError, RecursionError) as error:
+        raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
+
+
+async def fetch_text(
+    session: aiohttp.ClientSession, url: str, timeout: float, *, max_bytes: int
+) -> tuple[str, float]:
+    """GET ``url``; its text and its ``answer_age``, or ``SourceError`` for any failure."""
+    body, headers = await _get(session, url, {}, timeout, max_bytes)
+    try:
+        text = body.decode()  # the text format is UTF-8, whatever the charset says
+    except ValueError as error:
+        raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
+    return text, answer_age(headers.getall("Age", []), headers.get("Date"))
+
+
+async def _get(
+    session: aiohttp.ClientSession,
+    url: str,
+    params: Mapping[str, str],
+    timeout: float,
+    max_bytes: int,
+) -> tuple[bytes, CIMultiDictProxy[str]]:
+    """GET ``url``; the body and headers of a 200 answer, or ``SourceError``."""
     try:
         async with session.get(
             url, params=params, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as response:
             if response.status != 200:
                 raise SourceError(f"GET {url}: HTTP {response.status}")
-            body = await _body(response, url, max_bytes)
-            if json_body:
-                return await asyncio.to_thread(json.loads, body)
-            return body.decode()  # the text format is UTF-8, whatever the charset says
-    except (aiohttp.ClientError, TimeoutError, ValueError, RecursionError) as error:
+            return await _body(response, url, max_bytes), response.headers
+    except (aiohttp.ClientError, TimeoutError, ValueError) as error:
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
+
+
+def answer_age(ages: list[str], date: str | None, now: float | None = None) -> float:
+    """How old an answer is, in seconds, by its headers (``now``: this host's Unix time).
+
+    A cache (RFC 9111) says in ``Age`` how long it has held an answer, and keeps its
+    origin's ``Date``; a cache that says neither (or a proxy handing on old text) cannot
+    be told from a fresh answer. The age is the largest ``Age``, or, when more, ``now``
+    less ``Date`` if that is more than ``CLOCK_TOLERANCE`` (clocks a little apart are
+    not an age); 0 without either. An ``Age`` that is not a number of seconds makes the
+    age unknown: ``math.inf``. A ``Date`` that does not parse is no age.
+    """
+    digits = [age.strip() for age in ages]
+    if not all(age.isascii() and age.isdigit() for age in digits):
+        return math.inf
+    held = max((float(age) for age in digits), default=0.0)
+    behind = (time.time() if now is None else now) - _unix_time(date) if date else 0.0
+    return max(held, behind if behind > CLOCK_TOLERANCE else 0.0)
+
+
+def _unix_time(date: str) -> float:
+    """The Unix time of an HTTP ``Date`` (GMT), or ``math.inf`` (no age) if unreadable."""
+    try:
+        sent = parsedate_to_datetime(date)
+        return sent.replace(tzinfo=sent.tzinfo or UTC).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return math.inf
 
 
 async def _body(response: aiohttp.ClientResponse, url: str, max_bytes: int) -> bytes:
