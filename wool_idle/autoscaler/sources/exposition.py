@@ -13,6 +13,7 @@ import aiohttp
 from prometheus_client.parser import text_fd_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.sources.pushed import PUSH_TIME, PushTimes
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch_text
@@ -37,8 +38,10 @@ def parse_exposition(
     """Readings from an exporter's exposition text; ``SourceError`` if unparsable.
 
     The exporter renders each sample when scraped, so an age is 0, unless the
-    sample carries a timestamp (text from ``/federate``, a Pushgateway or a
-    caching proxy): then it is now, by this host's clock, less that timestamp.
+    sample carries a timestamp (text from ``/federate`` or a caching proxy):
+    then it is now, by this host's clock, less that timestamp. In text with a
+    ``push_time_seconds`` (a Pushgateway's, whose samples carry none) an
+    unstamped sample is at least as old as its group's last push (``pushed``).
     No sample is younger than ``age``, the answer's own (``answer_age``: a cache
     serving text it has held, timestamps or not, serves it that old).
     A worker with no idle sample takes the age of its ``idle_supported`` one.
@@ -51,10 +54,13 @@ def parse_exposition(
     add, place = samples.add, samples.place  # bound once: a loop per sample
     stamped: dict[str, Values] = {IDLE_SECONDS: {}, IDLE_SUPPORTED: {}}
     now = time.time()
+    pushed = PushTimes() if PUSH_TIME in text else None
     try:
         for family in text_fd_to_metric_families(cast(TextIO, _lines(text))):
             values = samples.by_series.get(family.name)
             if values is None:
+                if pushed is not None and family.name == PUSH_TIME:
+                    pushed.add_groups(family.samples)
                 continue
             ages = stamped.get(family.name)
             for sample in family.samples:
@@ -69,11 +75,16 @@ def parse_exposition(
                     keep_oldest(ages, worker, max(now - float(sample.timestamp), age))
                 if group_by:
                     place(worker, labels)
+                if pushed is not None and sample.timestamp is None:
+                    pushed.note(worker, labels)
     except Exception as error:  # the parser raises several types on bad input
         # The parser's message quotes the whole bad line: kept short for the log.
         raise SourceError(f"malformed exposition text: {str(error)[:ERROR_TEXT]}") from None
     samples.ages.update(stamped[IDLE_SUPPORTED])
     samples.ages.update(stamped[IDLE_SECONDS])
+    if pushed is not None:
+        for worker, since_push in pushed.ages(now).items():
+            keep_oldest(samples.ages, worker, None if since_push is None else max(since_push, age))
     return samples.readings(default_age=age)
 
 

@@ -1,0 +1,68 @@
+"""Ages of a Pushgateway's samples, from its ``push_time_seconds``.
+
+A Pushgateway serves what was last pushed to it, unstamped (it refuses pushed
+timestamps), for as long as nobody deletes it: an exporter's text pushed by a
+job that has since stopped would read as new for ever. It says when each group
+was last pushed in ``push_time_seconds`` (0: never), labelled with the group's
+grouping key, which labels every series of the group too. An unstamped
+sample's age (a stamped one, from ``/federate``, has its own) is
+this host's now less the push time of its group (a push time up to
+``CLOCK_TOLERANCE`` ahead is now); a sample whose labels match no group, or
+whose group's push time is not a number or further ahead, is of unknown age. A
+sample matching several groups takes the oldest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from prometheus_client.samples import Sample
+
+from wool_idle.autoscaler.sources.samples import Values, keep_oldest
+from wool_idle.autoscaler.sources.source import CLOCK_TOLERANCE
+
+PUSH_TIME: Final = "push_time_seconds"
+"""The Pushgateway's series of each group's last push time (Unix seconds)."""
+
+Group = tuple[tuple[str, str], ...]
+"""A grouping key: its labels and values."""
+
+
+class PushTimes:
+    """The groups of one answer and the labels of the policy's samples in it."""
+
+    def __init__(self) -> None:
+        self.groups: dict[Group, float] = {}
+        self.samples: list[tuple[str, Mapping[str, str]]] = []
+
+    def add_groups(self, samples: Iterable[Sample]) -> None:
+        """Record the push time of each group of a ``push_time_seconds`` family (a
+        group listed twice with two times counts as pushed at the older)."""
+        for sample in samples:
+            if sample.name == PUSH_TIME:
+                group = tuple(sorted(sample.labels.items()))
+                self.groups[group] = min(sample.value, self.groups.get(group, sample.value))
+
+    def note(self, worker: str, labels: Mapping[str, str]) -> None:
+        """Record that a sample of ``worker`` with ``labels`` was read."""
+        self.samples.append((worker, labels))
+
+    def ages(self, now: float) -> Values:
+        """The age of each worker noted: that of its oldest sample (see the module)."""
+        groups = self.groups
+        ages: Values = {}
+        for worker, labels in self.samples:
+            pushed = [t for g, t in groups.items() if all(labels.get(k, "") == v for k, v in g)]
+            keep_oldest(ages, worker, _age(min(pushed), now) if pushed else None)
+        return ages
+
+
+def _age(pushed: float, now: float) -> float | None:
+    """``now`` less ``pushed``, 0 for a time ahead by at most ``CLOCK_TOLERANCE``; None
+    (unknown) for one further ahead or not a number."""
+    age = now - pushed
+    if math.isnan(age) or age < -CLOCK_TOLERANCE:
+        return None
+    return max(age, 0.0)
