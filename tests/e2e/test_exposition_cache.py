@@ -81,6 +81,7 @@ class TestCachedExposition:
             assert fleet.alive(live), done.stderr
             assert f"worker={live} verdict=stale" in done.stderr
             assert "verdict=stop" not in done.stderr
+            assert "answered 120 s old by its Age or Date header" in done.stderr
         finally:
             exporter.stop()
             await fleet.close()

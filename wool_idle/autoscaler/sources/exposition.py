@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from typing import Final, TextIO, cast
@@ -18,6 +19,8 @@ from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_o
 from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch_text
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
+
+log = logging.getLogger("wool_idle.autoscaler")
 
 MAX_LINE: Final = 64 * 1024
 """The longest line of exposition text read, in characters (newline included). The
@@ -116,6 +119,13 @@ class ExporterSource:
 
     async def read(self) -> list[Reading]:
         text, age = await fetch_text(self.session, self.url, self.timeout, max_bytes=self.max_bytes)
+        if age > 0:  # said only by an Age header or a Date past the tolerance
+            log.warning(
+                "%s answered %.0f s old by its Age or Date header (a cache between, or "
+                "clocks apart): every sample is at least that old",
+                self.url,
+                age,
+            )
         return await asyncio.to_thread(
             parse_exposition, text, self.selectors, self.group_by, age=age
         )
