@@ -116,8 +116,8 @@ class TestParseExposition:
         assert [d.verdict for d in plain.decisions] == [Verdict.STOP]
 
     def test_parse_exposition_timestamps_give_ages(self) -> None:
-        """Given text whose samples carry timestamps (from /federate, a Pushgateway or
-        a caching proxy): one idle worker stamped in 2001, one stamped now, an old
+        """Given text whose samples carry timestamps (from /federate or a caching
+        proxy): one idle worker stamped in 2001, one stamped now, an old
         worker without the idle RPC stamped in 2001, and one worker not stamped, when
         parsed and planned, then the ages are now less the stamps (0 unstamped), so
         the worker of 2001 is stale, never stopped, and neither it nor the old worker
