@@ -75,3 +75,22 @@ class TestParsePushed:
         (reading,) = parse_exposition(text)
         # Assert
         assert 10 <= reading.age < 60
+
+    def test_parse_exposition_name_in_a_label_value_is_no_pushgateway(self) -> None:
+        """Given an exporter's text (unstamped) where only a label value says
+        push_time_seconds, when parsed, then its samples are read just now (age 0), not
+        stale as samples of no pushed group: one worker's label cannot make the whole
+        fleet's readings stale."""
+        # Arrange
+        text = (
+            'wool_worker_idle_seconds{worker="a:1",pool="push_time_seconds"} 120\n'
+            'wool_worker_up{worker="a:1",pool="push_time_seconds"} 1\n'
+            'wool_worker_idle_supported{worker="a:1",pool="push_time_seconds"} 1\n'
+            'wool_worker_idle_seconds{worker="b:1"} 90\n'
+            'wool_worker_up{worker="b:1"} 1\n'
+            'wool_worker_idle_supported{worker="b:1"} 1\n'
+        )
+        # Act
+        readings = parse_exposition(text)
+        # Assert
+        assert {r.worker: r.age for r in readings} == {"a:1": 0.0, "b:1": 0.0}

@@ -43,7 +43,7 @@ def parse_exposition(
     The exporter renders each sample when scraped, so an age is 0, unless the
     sample carries a timestamp (text from ``/federate`` or a caching proxy):
     then it is now, by this host's clock, less that timestamp. In text with a
-    ``push_time_seconds`` (a Pushgateway's, whose samples carry none) an
+    ``push_time_seconds`` family (a Pushgateway's, whose samples carry none) an
     unstamped sample is at least as old as its group's last push (``pushed``).
     No sample is younger than ``age``, the answer's own (``answer_age``: a cache
     serving text it has held, timestamps or not, serves it that old).
@@ -85,7 +85,7 @@ def parse_exposition(
         raise SourceError(f"malformed exposition text: {str(error)[:ERROR_TEXT]}") from None
     samples.ages.update(stamped[IDLE_SUPPORTED])
     samples.ages.update(stamped[IDLE_SECONDS])
-    if pushed is not None:
+    if pushed is not None and pushed.found:
         for worker, since_push in pushed.ages(now).items():
             keep_oldest(samples.ages, worker, None if since_push is None else max(since_push, age))
     return samples.readings(default_age=age)

@@ -26,24 +26,31 @@ from wool_idle.autoscaler.sources.source import CLOCK_TOLERANCE
 PUSH_TIME: Final = "push_time_seconds"
 """The Pushgateway's series of each group's last push time (Unix seconds)."""
 
-Group = tuple[tuple[str, str], ...]
-"""A grouping key: its labels and values."""
-
 
 class PushTimes:
-    """The groups of one answer and the labels of the policy's samples in it."""
+    """The groups of one answer and the labels of the policy's samples in it.
+
+    Groups are kept by the names of their grouping key (a Pushgateway's groups
+    share a few such shapes), so a sample is matched with one lookup per shape,
+    not one comparison per group."""
 
     def __init__(self) -> None:
-        self.groups: dict[Group, float] = {}
+        self.found = False
+        """Whether the answer had a ``push_time_seconds`` family (the name in a label
+        value or a help text is no Pushgateway)."""
+        self.shapes: dict[tuple[str, ...], dict[tuple[str, ...], float]] = {}
         self.samples: list[tuple[str, Mapping[str, str]]] = []
 
     def add_groups(self, samples: Iterable[Sample]) -> None:
         """Record the push time of each group of a ``push_time_seconds`` family (a
         group listed twice with two times counts as pushed at the older)."""
+        self.found = True
         for sample in samples:
             if sample.name == PUSH_TIME:
-                group = tuple(sorted(sample.labels.items()))
-                self.groups[group] = min(sample.value, self.groups.get(group, sample.value))
+                names = tuple(sorted(sample.labels))
+                groups = self.shapes.setdefault(names, {})
+                key = tuple(sample.labels[name] for name in names)
+                groups[key] = min(sample.value, groups.get(key, sample.value))
 
     def note(self, worker: str, labels: Mapping[str, str]) -> None:
         """Record that a sample of ``worker`` with ``labels`` was read."""
@@ -51,10 +58,13 @@ class PushTimes:
 
     def ages(self, now: float) -> Values:
         """The age of each worker noted: that of its oldest sample (see the module)."""
-        groups = self.groups
         ages: Values = {}
         for worker, labels in self.samples:
-            pushed = [t for g, t in groups.items() if all(labels.get(k, "") == v for k, v in g)]
+            pushed = [
+                groups[key]
+                for names, groups in self.shapes.items()
+                if (key := tuple(labels.get(name, "") for name in names)) in groups
+            ]
             keep_oldest(ages, worker, _age(min(pushed), now) if pushed else None)
         return ages
 
