@@ -32,7 +32,9 @@ def pushgateway() -> Iterator[str]:
     assert binary, "Debian's prometheus-pushgateway is required (scripts/ensure-prometheus)"
     address = f"127.0.0.1:{free_port()}"
     process = subprocess.Popen(
-        [binary, f"--web.listen-address={address}"],
+        # Debian's build persists to /var/lib/prometheus by default: another run's
+        # pushes would be loaded (and this one's kept); in memory only.
+        [binary, f"--web.listen-address={address}", "--persistence.file="],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
