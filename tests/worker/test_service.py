@@ -28,7 +28,6 @@ from support.tasks import (
 from wool_idle.exceptions import (
     DispatchRejected,
     OutcomeTooLarge,
-    RpcError,
     StopRefused,
     TaskAborted,
     TaskCancelled,
@@ -156,15 +155,18 @@ class TestWorkerService:
     @pytest.mark.parametrize("required", [float("nan"), -1.0, float("-inf")])
     async def test_conditional_stop_invalid_condition(self, start_server, required: float) -> None:
         """Given an idle worker, when a conditional stop carries a NaN or negative
-        condition, then INVALID_ARGUMENT and the worker keeps serving."""
+        condition, then INVALID_ARGUMENT and the worker keeps serving. Sent raw:
+        WorkerConnection itself refuses such a condition."""
         # Arrange
         server = await start_server()
+        request = StopRequest(timeout=5.0, if_idle_for=required)
         # Act
-        async with WorkerConnection(server.address) as connection:
-            with pytest.raises(RpcError) as raised:
-                await connection.stop(5.0, if_idle_for=required)
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stop = channel.unary_unary(STOP, response_deserializer=Void.FromString)
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await stop(request.SerializeToString())
         # Assert
-        assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert not server.service.stopping.is_set()
 
     @pytest.mark.parametrize(
