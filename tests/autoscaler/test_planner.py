@@ -3,10 +3,13 @@ memory."""
 
 from __future__ import annotations
 
+import random
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import policy_model
 
 from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
@@ -195,6 +198,44 @@ class TestPolicyPlanner:
         }
         assert later in planner.state.retiring
 
+    async def test_plan_worker_unreachable_under_one_spelling_is_down_under_another(
+        self,
+    ) -> None:
+        """Given a floor of 1 and a worker read as 127.0.0.1:P, stopped under it and
+        found unreachable (it crashed), when the next cycle reads it only as [::1]:P (a
+        target respelt, another shard) on the sample from before the finding, beside
+        another worker idle longer, then that sample is down under this spelling too:
+        it holds no floor, and the other worker is held by min_workers, not stopped."""
+        # Arrange
+        rule = PolicySettings(max_idle=60.0, min_workers=1)
+        planner = PolicyPlanner(rule)
+        first = await planner.plan([Reading(A, 500.0), Reading(B, 0.0)], 0.0)
+        planner.record(A, StopResult.UNREACHABLE, 0.5)
+        # Act
+        second = await planner.plan([Reading("[::1]:1", 500.0, age=1.0), Reading(B, 600.0)], 1.0)
+        # Assert
+        assert [d.worker for d in first.stops] == [A]
+        assert {d.worker: d.verdict for d in second.decisions} == {
+            "[::1]:1": Verdict.DOWN,
+            B: Verdict.MIN_WORKERS,
+        }
+
+    @pytest.mark.parametrize("result", [StopResult.REFUSED_BUSY, StopResult.FAILED])
+    async def test_plan_worker_cooling_down_under_one_spelling_is_under_another(
+        self, result: StopResult
+    ) -> None:
+        """Given a worker read as 127.0.0.1:P whose planned stop was refused or failed,
+        when the next cycle reads it, idle, only as [::1]:P, then it cools down under
+        that spelling too: not stopped again before the cooldown ends."""
+        # Arrange
+        planner = PolicyPlanner(RULE)
+        await planner.plan([Reading(A, 500.0)], 0.0)
+        planner.record(A, result, 0.5)
+        # Act
+        plan = await planner.plan([Reading("[::1]:1", 501.0)], 1.0)
+        # Assert
+        assert {d.worker: d.verdict for d in plan.decisions} == {"[::1]:1": Verdict.COOLDOWN}
+
     async def test_restore_stop_under_another_spelling_is_retiring(self) -> None:
         """Given the marks of an earlier process that stopped localhost:P, when a new
         planner restores them and reads the worker only as 127.0.0.1:P (busy, still
@@ -330,3 +371,72 @@ class TestPlannerMarks:
         # Assert
         assert [p.decisions[0].verdict for p in held] == [Verdict.MIN_AGE] * 2
         assert [d.worker for d in after.stops] == [A]
+
+
+SCENARIOS = 300
+"""Seeded random fleets the model-based property test drives the planner through."""
+
+
+async def run_scenario(seed: int, cycles: int = 12) -> tuple[list[str], list[str]]:
+    """Drive a planner through one seeded fleet: reads, stops whose results are fed
+    back (a stop going on refreshed each cycle, as the daemon does), restarts that keep
+    the marks (some held). The ways its plans break the model's rules, and the plans."""
+    rng = random.Random(seed)
+    rule = policy_model.random_rule(rng)
+    fleet = policy_model.Fleet(rng, rule, rng.random() < 0.3, rng.choice([1.0, 0.3, 0.1]))
+    model, planner = policy_model.Model(rule), PolicyPlanner(rule)
+    now, going_on, problems, plans = 1000.0, set[str](), [], []
+    for cycle in range(cycles):
+        now += rng.choice([0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 150.0, 400.0])
+        read_at = now - rng.choice([0.0, 0.1])
+        if rng.random() < 0.08:  # a restart
+            marks, planner = planner.marks(SHIFT), PolicyPlanner(rule)
+            if rng.random() < 0.3:  # without a readable state file
+                marks = replace(marks, held_until=None)
+                planner.hold(now - 1.0)
+                model.held_until = now - 1.0 + rule.retiring_for
+            planner.restore(marks, SHIFT, clock=now + SHIFT)
+            if marks.held_until is not None:
+                model.held_until = min(marks.held_until, now + SHIFT + rule.retiring_for) - SHIFT
+            model.streak.clear()
+            model.first_seen.clear()
+            going_on.clear()
+        for worker in going_on:
+            planner.record(worker, StopResult.UNANSWERED, now)
+            model.recorded(worker, StopResult.UNANSWERED, now)
+        readings = fleet.read()
+        view = model.observe(readings, now, read_at)
+        plan = await planner.plan(readings, now, read_at=read_at)
+        plans.append(repr((plan.decisions, plan.candidates)))
+        found = model.forbidden(plan, readings, view, now)
+        if fleet.simple and sorted(d.worker for d in plan.stops) != model.expected_stops(view, now):
+            found.append(f"stops {plan.stops}, expected {model.expected_stops(view, now)}")
+        problems += [f"seed {seed} cycle {cycle}: {problem}" for problem in found]
+        for decision in plan.stops:
+            result, at = rng.choice(list(StopResult)), now + rng.choice([0.0, 0.2])
+            planner.record(decision.worker, result, at)
+            model.recorded(decision.worker, result, at)
+            if result is StopResult.UNANSWERED and rng.random() < 0.3:
+                going_on.add(decision.worker)
+    return problems, plans
+
+
+class TestPlannerModelProperties:
+    async def test_plan_follows_the_rules_over_random_fleets(self) -> None:
+        """Given seeded random fleets (workers read under changing spellings, readings
+        NaN, infinite, negative, stale, duplicated, conflicting, unresolved; workers
+        coming, going and going down; every stop result fed back; time moving on
+        irregularly; restarts keeping the marks), when planned cycle by cycle, then no
+        plan stops a worker the reference model's rules forbid (busy, stale, unknown,
+        conflicting, retiring, cooling down, too young, below the floor, over the rate
+        limit, twice, or under a spelling other than its first), a worker held back is
+        never idler than one stopped, fleets of one label per worker get exactly the
+        model's stops, and the same fleet planned again gets the same plans."""
+        # Arrange
+        seeds = range(SCENARIOS)
+        # Act
+        runs = [await run_scenario(seed) for seed in seeds]
+        again = [await run_scenario(seed) for seed in seeds[::10]]
+        # Assert
+        assert [p for problems, _ in runs for p in problems][:5] == []
+        assert [plans for _, plans in again] == [plans for _, plans in runs[::10]]

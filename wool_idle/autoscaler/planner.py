@@ -9,8 +9,9 @@ floor nor uses a stop). Labels that resolve to one worker are given one
 ``identity``, so the policy counts that worker once. A reading of a worker
 whose own idle RPC found it unreachable after the reading's sample was taken
 says nothing of now: it reads as down (``superseded``). The labels a stop was sent
-under are resolved too, as long as they are retiring, read or not: a worker
-stopped under one label is retiring under every label of it read later.
+under are resolved too, as long as they are marked (retiring, cooling down, found
+unreachable), read or not: a worker stopped, cooling down or found unreachable
+under one label is so under every label of it read later.
 """
 
 from __future__ import annotations
@@ -78,17 +79,24 @@ class PolicyPlanner:
     ) -> Plan:
         """Every worker's decision; the address checks and the policy run on a thread,
         so a large fleet never holds up the event loop."""
-        readings = self._superseded(readings, now if read_at is None else read_at)
         addressable = await asyncio.to_thread(self._check_addresses, readings)
         self._warn_of_empty_group_labels(readings)
-        unread = [w for w in self.state.retiring if w not in addressable and _is_address(w)]
+        state = self.state
+        marked = chain(state.retiring, state.cooldown_until, self._unreachable)
+        unread = [w for w in dict.fromkeys(marked) if w not in addressable and _is_address(w)]
         wanted = chain((w for w, ok in addressable.items() if ok), unread)
         found = await self.resolver.resolve(wanted)
         if found is not self._resolved:  # the same answers as last cycle: the same identities
             self._resolved, self._shared = found, identities(found)
         shared = self._shared
         resolved = {w: e for w, e in found.items() if w in addressable} if unread else found
-        self.state = _retiring_under_every_label(self.state, shared)
+        self.state = replace(
+            state,
+            retiring=_under_every_label(state.retiring, shared),
+            cooldown_until=_under_every_label(state.cooldown_until, shared),
+        )
+        self._unreachable = dict(_under_every_label(self._unreachable, shared))
+        readings = self._superseded(readings, now if read_at is None else read_at)
         planned: Sequence[Reading] = readings
         if shared or len(resolved) < len(addressable):
             planned = [
@@ -215,18 +223,21 @@ class PolicyPlanner:
         self._empty_group_labels = empty
 
 
-def _retiring_under_every_label(state: PolicyState, shared: Mapping[str, str]) -> PolicyState:
-    """``state`` with every label of a worker (``shared``: one identity) retiring since
-    the latest stop of it under any of them, read this cycle or not: a worker stopped
-    under one spelling and read later under another still counts as gone."""
+def _under_every_label(
+    marks: Mapping[str, float], shared: Mapping[str, str]
+) -> Mapping[str, float]:
+    """``marks`` (moments by label: retiring since, cooling down until, found
+    unreachable at) with every label of a worker (``shared``: one identity) marked at
+    the latest of them, read this cycle or not: a worker stopped, cooling down or
+    found unreachable under one spelling and read later under another is so under
+    that one too."""
     latest: dict[str, float] = {}
-    for worker, since in state.retiring.items():
+    for worker, at in marks.items():
         if (identity := shared.get(worker)) is not None:
-            latest[identity] = max(since, latest.get(identity, since))
+            latest[identity] = max(at, latest.get(identity, at))
     if not latest:
-        return state
-    carried = {w: latest[i] for w, i in shared.items() if i in latest}
-    return replace(state, retiring={**state.retiring, **carried})
+        return marks
+    return {**marks, **{w: latest[i] for w, i in shared.items() if i in latest}}
 
 
 def _is_address(worker: str) -> bool:
