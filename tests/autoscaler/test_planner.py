@@ -385,9 +385,10 @@ async def run_scenario(seed: int, cycles: int = 12) -> tuple[list[str], list[str
     rule = policy_model.random_rule(rng)
     fleet = policy_model.Fleet(rng, rule, rng.random() < 0.3, rng.choice([1.0, 0.3, 0.1]))
     model, planner = policy_model.Model(rule), PolicyPlanner(rule)
-    now, going_on, problems, plans = 1000.0, set[str](), [], []
+    now = last = 1000.0  # the clock never goes back: no cycle before the last result
+    going_on, problems, plans = set[str](), [], []
     for cycle in range(cycles):
-        now += rng.choice([0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 150.0, 400.0])
+        now = max(now + rng.choice([0.0, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 150.0, 400.0]), last)
         read_at = now - rng.choice([0.0, 0.1])
         if rng.random() < 0.08:  # a restart
             marks, planner = planner.marks(SHIFT), PolicyPlanner(rule)
@@ -398,8 +399,7 @@ async def run_scenario(seed: int, cycles: int = 12) -> tuple[list[str], list[str
             planner.restore(marks, SHIFT, clock=now + SHIFT)
             if marks.held_until is not None:
                 model.held_until = min(marks.held_until, now + SHIFT + rule.retiring_for) - SHIFT
-            model.streak.clear()
-            model.first_seen.clear()
+            model.restarted(SHIFT, now)
             going_on.clear()
         for worker in going_on:
             planner.record(worker, StopResult.UNANSWERED, now)
@@ -414,6 +414,7 @@ async def run_scenario(seed: int, cycles: int = 12) -> tuple[list[str], list[str
         problems += [f"seed {seed} cycle {cycle}: {problem}" for problem in found]
         for decision in plan.stops:
             result, at = rng.choice(list(StopResult)), now + rng.choice([0.0, 0.2])
+            last = max(last, at)
             planner.record(decision.worker, result, at)
             model.recorded(decision.worker, result, at)
             if result is StopResult.UNANSWERED and rng.random() < 0.3:

@@ -69,6 +69,10 @@ class Seen:
 
 @dataclass
 class Model:
+    """What the rules remember of each worker (by port): its streak of qualifying
+    reads, when a stop of it was sent (retiring), until when it cools down, since when
+    it has been read up, when it was found unreachable; and until when stops are held."""
+
     rule: PolicySettings
     streak: dict[int, int] = field(default_factory=dict)
     retiring: dict[int, float] = field(default_factory=dict)
@@ -83,10 +87,12 @@ class Model:
         for r in readings:
             p = port_of(r.worker)
             found = self.unreachable.get(p)
-            if found is not None and read_at - found <= self.rule.max_staleness:
+            if found is not None:
                 r = replace(r, up=r.up and not r.age >= read_at - found)
             if known(r.worker):
                 by_label.setdefault(p, {}).setdefault(r.worker, []).append(r)
+        staleness = self.rule.max_staleness  # a mark goes once every fresh sample is newer
+        self.unreachable = {p: t for p, t in self.unreachable.items() if read_at - t <= staleness}
         view = {}
         for p, labels in by_label.items():
             verdicts = {
@@ -126,6 +132,17 @@ class Model:
         self.cooldown[p] = at + self.rule.cooldown
         if result is StopResult.UNREACHABLE:
             self.unreachable[p] = at
+
+    def restarted(self, shift: float, now: float) -> None:
+        """A restart at ``now`` that kept the marks in Unix time (``shift`` apart): the
+        streaks and sightings start afresh; a mark from after now counts from now, and
+        a cooldown ends within ``cooldown`` from now."""
+        self.streak.clear()
+        self.first_seen.clear()
+        clock, cooling = now + shift, now + shift + self.rule.cooldown
+        for marks, latest in ((self.retiring, clock), (self.unreachable, clock)):
+            marks.update({p: min(t + shift, latest) - shift for p, t in marks.items()})
+        self.cooldown = {p: min(t + shift, cooling) - shift for p, t in self.cooldown.items()}
 
     def is_retiring(self, p: int, now: float) -> bool:
         return p in self.retiring and now - self.retiring[p] < self.rule.retiring_for
@@ -169,9 +186,12 @@ class Model:
         self, plan: Plan, readings: list[Reading], view: dict[int, Seen], now: float
     ) -> list[str]:
         """Each way ``plan`` breaks the rules."""
-        rule, out = self.rule, []
+        rule, out, held = self.rule, [], (Verdict.RATE_LIMIT, Verdict.MIN_WORKERS)
         if sorted(d.worker for d in plan.decisions) != sorted({r.worker for r in readings}):
             out.append("not one decision per label read")
+        counted = (Verdict.STOP, Verdict.COOLDOWN, Verdict.MIN_AGE, *held)
+        if plan.candidates != sum(d.verdict in counted for d in plan.decisions):
+            out.append(f"{plan.candidates} candidates counted")
         if len({port_of(d.worker) for d in plan.stops}) < len(plan.stops):
             out.append(f"one worker stopped twice: {[d.worker for d in plan.stops]}")
         by_group: dict[tuple[str, ...] | None, list[float]] = {}
@@ -191,7 +211,6 @@ class Model:
                 out.append(f"group {group}: {len(idles)} stops over the rate limit")
             if alive.get(group, 0) - len(idles) < rule.min_workers:
                 out.append(f"group {group}: {len(idles)} stops, {alive.get(group, 0)} alive")
-            held = (Verdict.RATE_LIMIT, Verdict.MIN_WORKERS)
             for d in plan.decisions:
                 if d.verdict in held and d.group == group and (d.idle or 0.0) > min(idles):
                     out.append(f"{d.worker} held back before a worker less idle")
@@ -227,7 +246,7 @@ class Fleet:
 
     def __post_init__(self) -> None:
         rng = self.rng
-        for p in range(1000, 1000 + rng.randint(1, 7)):
+        for p in range(1000, 1000 + rng.randint(1, 10)):
             self.labels[p] = rng.sample(SPELLINGS, 1 if self.simple else rng.choice([1, 2, 4]))
             self.groups[p] = rng.choice(GROUPS)
 
