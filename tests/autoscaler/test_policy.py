@@ -588,6 +588,12 @@ class TestPlan:
             {"max_idle": 1.0, "min_age": -1.0},
             {"max_idle": 1.0, "min_age": math.inf},
             {"max_idle": 1.0, "min_age": math.nan},
+            {"max_idle": 1.0, "max_staleness": math.inf},  # an unknown age (inf) fresh
+            {"max_idle": 1.0, "max_staleness": -1.0},
+            {"max_idle": 1.0, "max_staleness": math.nan},
+            {"max_idle": 1.0, "cooldown": -1.0},
+            {"max_idle": 1.0, "cooldown": math.nan},
+            {"max_idle": 1.0, "cooldown": math.inf},
             {"max_idle": 1.0, "group_by": ("zone", "zone")},
             {"max_idle": 1.0, "retiring_for": 0.0},
             {"max_idle": 1.0, "retiring_for": -1.0},

@@ -74,10 +74,9 @@ class Reading:
 
 @dataclass(frozen=True, kw_only=True)
 class PolicySettings:
-    """The rule. Durations in seconds. ``dry_run`` is read by the actuator: it
-    confirms but sends no stop. ``group_by`` names the labels whose values make a
-    worker's group (the sources keep them on each reading); ``min_workers`` and
-    ``max_stops_per_cycle`` hold per group."""
+    """The rule (durations in seconds, finite; ``ValueError`` out of range). ``dry_run``:
+    the actuator confirms but sends no stop. ``group_by``: the labels whose values make
+    a worker's group; ``min_workers`` and ``max_stops_per_cycle`` hold per group."""
 
     max_idle: float
     wait_count: int = 1
@@ -97,8 +96,9 @@ class PolicySettings:
             raise ValueError("max_idle must be a finite number > 0")
         if self.wait_count < 1 or self.min_workers < 0 or self.max_stops_per_cycle < 0:
             raise ValueError("wait_count >= 1, min_workers >= 0, max_stops_per_cycle >= 0")
-        if not (math.isfinite(self.min_age) and self.min_age >= 0):
-            raise ValueError("min_age must be a finite number >= 0")
+        for name in ("min_age", "cooldown", "max_staleness"):  # inf: unknown ages fresh
+            if not (math.isfinite(value := getattr(self, name)) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0")
         if not (math.isfinite(self.retiring_for) and self.retiring_for > 0):
             raise ValueError("retiring_for must be a finite number > 0")
         if len(set(self.group_by)) != len(self.group_by):
