@@ -9,15 +9,15 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 from support.fleet import ExporterProcess, Fleet
 from support.prometheus import PrometheusServer, shipped_config
+from support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -30,7 +30,6 @@ LOOKBACK = "3s"
 """Prometheus's lookback (5 minutes by default), short: the samples read before a
 restart are gone from queries soon after it."""
 FIRING = 'ALERTS{alertname="WoolExporterDown",alertstate="firing"}'
-T = TypeVar("T")
 
 
 def sd_mode_config(exporter: str) -> dict[str, Any]:
@@ -55,17 +54,6 @@ def rules_for_test() -> str:
             if rule["alert"] == "WoolExporterDown":
                 rule["for"] = "1s"
     return yaml.safe_dump(document)
-
-
-async def until(probe: Callable[[], T], done: Callable[[T], bool], seconds: float = 30.0) -> T:
-    """The first result of ``probe`` (run in a thread) for which ``done`` holds."""
-    deadline = time.monotonic() + seconds
-    while True:
-        result = await asyncio.to_thread(probe)
-        if done(result):
-            return result
-        assert time.monotonic() < deadline, f"never done; last: {result}"
-        await asyncio.sleep(0.25)
 
 
 def evaluated_after(prometheus: PrometheusServer, moment: float) -> bool:

@@ -7,6 +7,7 @@ not scraped the crash yet. The crashed worker must hold no floor."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -66,6 +67,18 @@ async def serve(aiohttp_server, handler) -> str:
     return str(server.make_url("")).rstrip("/")
 
 
+async def autoscale_once(url: str) -> subprocess.CompletedProcess[str]:
+    """``ONCE_FLOOR_OF_ONE`` reading the Prometheus API at ``url``."""
+    return await asyncio.to_thread(run_cli, [*ONCE_FLOOR_OF_ONE, "--prometheus-url", url])
+
+
+def assert_floor_kept(done: subprocess.CompletedProcess[str], fleet: Fleet, live: str) -> None:
+    """The cycle ended well, and the live worker, the last one, was held by the floor."""
+    assert done.returncode == 0, done.stderr
+    assert fleet.alive(live), done.stderr
+    assert f"worker={live} verdict=min_workers" in done.stderr
+
+
 class TestPrometheusReplicas:
     @pytest.mark.parametrize(
         ("lagging_idle", "lagging_supported"), [("700", "1"), (None, "0")], ids=["idle", "old"]
@@ -117,14 +130,9 @@ class TestPrometheusReplicas:
             )
             url = await serve(aiohttp_server, Replicas(prometheus.url, lagging).answer)
             # Act
-            done = await asyncio.to_thread(
-                run_cli,
-                [*ONCE_FLOOR_OF_ONE, "--prometheus-url", url],
-            )
+            done = await autoscale_once(url)
             # Assert
-            assert done.returncode == 0, done.stderr
-            assert fleet.alive(live), done.stderr
-            assert f"worker={live} verdict=min_workers" in done.stderr
+            assert_floor_kept(done, fleet, live)
         finally:
             prometheus.stop()
             await fleet.close()
@@ -216,14 +224,9 @@ class TestOnePrometheus:
             exporter.crashed = True
             url = await serve(aiohttp_server, InBetween(prometheus.url, exporter).answer)
             # Act
-            done = await asyncio.to_thread(
-                run_cli,
-                [*ONCE_FLOOR_OF_ONE, "--prometheus-url", url],
-            )
+            done = await autoscale_once(url)
             # Assert
-            assert done.returncode == 0, done.stderr
-            assert fleet.alive(live), done.stderr
-            assert f"worker={live} verdict=min_workers" in done.stderr
+            assert_floor_kept(done, fleet, live)
         finally:
             prometheus.stop()
             await fleet.close()

@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -21,6 +21,7 @@ from support.fleet import ExporterProcess, Fleet
 from support.metrics import fetch, samples
 from support.processes import spawn_cli
 from support.prometheus import PrometheusServer, free_port, hashmod, shipped_config
+from support.waiting import until
 
 from wool_idle.worker import WorkerConnection
 
@@ -34,7 +35,6 @@ SHARD_SERVERS = tuple(f"prometheus-shard-{index}:9090" for index in range(SHARDS
 AUTOSCALER = "wool-idle-autoscaler:9479"
 THRESHOLD = 2.0
 FAST = {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
-T = TypeVar("T")
 
 
 def rules_for_test() -> str:
@@ -67,17 +67,6 @@ def predicted_split(addresses: list[str]) -> list[set[str]]:
     for address in addresses:
         split[hashmod(address, SHARDS)].add(address)
     return split
-
-
-async def until(probe: Callable[[], T], done: Callable[[T], bool], seconds: float = 60.0) -> T:
-    """The first result of ``probe`` (run in a thread) for which ``done`` holds."""
-    deadline = time.monotonic() + seconds
-    while True:
-        result = await asyncio.to_thread(probe)
-        if done(result):
-            return result
-        assert time.monotonic() < deadline, f"never done; last: {result}"
-        await asyncio.sleep(0.25)
 
 
 def by_worker(prometheus: PrometheusServer, expr: str) -> dict[str, dict[str, str]]:
