@@ -3,11 +3,11 @@
 Up to three instant queries, all evaluated at the same time: the policy's
 series; the age of each idle sample, or of an ``idle_supported`` 0 sample where
 there is no idle one (evaluation time minus sample time), of a worker whose last
-``up`` sample is 1; and, when an alert
-gates retirement, the age of that alert's ``ALERTS`` series in state firing,
-no older than ``alert_max_age``. (Prometheus writes no staleness marker
-for a rule when it crashes or a rule is removed, so an old ``ALERTS`` sample
-would be read as firing for the five minutes of its lookback.)
+``up`` sample is 1; and, when an alert gates retirement, the age of that alert's
+``ALERTS`` series in state firing, no older than ``alert_max_age``. (Prometheus
+writes no staleness marker for a rule when it crashes or a rule is removed, so
+an old ``ALERTS`` sample would be read as firing for the five minutes of its
+lookback.)
 ``/api/v1/alerts`` is not used: it has no time parameter, so it could describe
 another instant than the values. A worker missing from the age result has an
 unknown age, which is stale.
