@@ -55,11 +55,14 @@ def dispatch_error(
             "dispatch", code, f"the worker accepted the task, then the call failed: {details}"
         )
     if not responses and code is grpc.StatusCode.CANCELLED:
-        # The worker closed before it accepted the task (a server that shuts
-        # down cancels calls it never handed to a handler): the task did not
-        # start, so this is as retryable as UNAVAILABLE.
+        # Cancelled before the worker accepted the task (a server that shuts
+        # down cancels calls it never handed to a handler; so does one swamped
+        # by a burst of thousands of calls at once): the task did not start, so
+        # this is as retryable as UNAVAILABLE.
         return TransientRpcError(
-            "dispatch", code, f"worker closed before accepting the task: {details}"
+            "dispatch",
+            code,
+            f"cancelled before the worker accepted the task (closing or overloaded): {details}",
         )
     return rpc_error("dispatch", error)
 
