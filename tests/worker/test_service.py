@@ -169,6 +169,37 @@ class TestWorkerService:
         assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert not server.service.stopping.is_set()
 
+    @pytest.mark.parametrize("required", [float("nan"), -1.0])
+    async def test_conditional_stop_invalid_condition_while_draining(
+        self, start_server, tmp_path: Path, required: float
+    ) -> None:
+        """Given a worker draining a task, when a conditional stop carries a NaN or
+        negative condition, then INVALID_ARGUMENT at once (a malformed request is
+        refused whatever the worker's state; it never joins the drain) and the
+        draining task still completes. Sent raw: WorkerConnection refuses it."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        gate = tmp_path / "gate"
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        await poll_until(lambda: len(server.service.in_flight) == 1)
+        first_stop = asyncio.ensure_future(connection.stop(30.0))
+        await poll_until(server.service.stopping.is_set)
+        request = StopRequest(timeout=5.0, if_idle_for=required)
+        # Act
+        try:
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                stop = channel.unary_unary(STOP, response_deserializer=Void.FromString)
+                with pytest.raises(grpc.aio.AioRpcError) as raised:
+                    await stop(request.SerializeToString(), timeout=10.0)
+        finally:
+            gate.touch()
+        # Assert
+        assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert await running == "ok"
+        await first_stop
+        await connection.close()
+
     @pytest.mark.parametrize(
         "stop_bytes",
         [

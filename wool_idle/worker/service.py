@@ -93,10 +93,13 @@ class WorkerService:
         worker cannot read (a condition of a newer protocol, or ``if_idle_for``
         sent with another type: protobuf would drop it, and the stop would run
         unconditionally) or if the grace is NaN (none of 0, a drain or a wait;
-        asyncio may take it as no time and cancel in-flight tasks); with
-        ``if_idle_for`` set, with ``FAILED_PRECONDITION`` unless no task runs
-        and the worker has been idle at least that long. Every decision is
-        logged with the caller, the idle value and the grace.
+        asyncio may take it as no time and cancel in-flight tasks) or if
+        ``if_idle_for`` is not a finite number >= 0, whatever the worker's state;
+        with ``if_idle_for`` set, with ``FAILED_PRECONDITION`` unless no task runs
+        and the worker has been idle at least that long, or it is stopping
+        already (the stop then joins that shutdown, whose grace holds: the
+        worker leaves either way). Every decision is logged with the caller, the
+        idle value and the grace.
         """
         idle = self.in_flight.idle_seconds()
         refusal = self._stop_refusal(request, idle, context)
@@ -119,11 +122,13 @@ class WorkerService:
             return grpc.StatusCode.INVALID_ARGUMENT, "stop carries fields this worker cannot read"
         if math.isnan(request.timeout):
             return grpc.StatusCode.INVALID_ARGUMENT, "grace (timeout) must be a number"
-        if not request.HasField("if_idle_for") or self.stopping.is_set():
+        if not request.HasField("if_idle_for"):
             return None
         required = request.if_idle_for
         if not math.isfinite(required) or required < 0:
             return grpc.StatusCode.INVALID_ARGUMENT, "if_idle_for must be a finite number >= 0"
+        if self.stopping.is_set():  # leaving anyway: it joins the shutdown under way
+            return None
         if len(self.in_flight) or idle < required:
             return (
                 grpc.StatusCode.FAILED_PRECONDITION,
