@@ -6,8 +6,9 @@ import asyncio
 import functools
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import cloudpickle
 import grpc
@@ -44,6 +45,20 @@ async def poll_until(predicate: Callable[[], bool], timeout: float = 10.0) -> No
     while not predicate():
         assert loop.time() < deadline, "condition never became true"
         await asyncio.sleep(0.005)
+
+
+async def draining(
+    start_server: Callable[[], Awaitable[Any]], gate: Path
+) -> tuple[Any, WorkerConnection, asyncio.Future[Any], asyncio.Future[None]]:
+    """A worker draining one task held until ``gate`` exists (a stop with a 30 s grace
+    sent): the server, a connection to it, and the task's and the stop's calls."""
+    server = await start_server()
+    connection = WorkerConnection(server.address)
+    running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+    await poll_until(lambda: len(server.service.in_flight) == 1)
+    first_stop = asyncio.ensure_future(connection.stop(30.0))
+    await poll_until(server.service.stopping.is_set)
+    return server, connection, running, first_stop
 
 
 async def raw_dispatch(address: str, task_id: str, task: bytes) -> list[Response]:
@@ -178,13 +193,8 @@ class TestWorkerService:
         refused whatever the worker's state; it never joins the drain) and the
         draining task still completes. Sent raw: WorkerConnection refuses it."""
         # Arrange
-        server = await start_server()
-        connection = WorkerConnection(server.address)
         gate = tmp_path / "gate"
-        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        await poll_until(lambda: len(server.service.in_flight) == 1)
-        first_stop = asyncio.ensure_future(connection.stop(30.0))
-        await poll_until(server.service.stopping.is_set)
+        server, connection, running, first_stop = await draining(start_server, gate)
         request = StopRequest(timeout=5.0, if_idle_for=required)
         # Act
         try:
@@ -440,13 +450,8 @@ class TestWorkerService:
         stop arrives, then the dispatch gets UNAVAILABLE, the second stop is harmless,
         and the draining task still completes."""
         # Arrange
-        server = await start_server()
-        connection = WorkerConnection(server.address)
         gate = tmp_path / "gate"
-        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        await poll_until(lambda: len(server.service.in_flight) == 1)
-        first_stop = asyncio.ensure_future(connection.stop(30.0))
-        await poll_until(server.service.stopping.is_set)
+        _, connection, running, first_stop = await draining(start_server, gate)
         # Act
         with pytest.raises(TransientRpcError) as refused:
             await connection.dispatch(echo, 1)
