@@ -94,3 +94,31 @@ class TestParsePushed:
         readings = parse_exposition(text)
         # Assert
         assert {r.worker: r.age for r in readings} == {"a:1": 0.0, "b:1": 0.0}
+
+    @pytest.mark.parametrize("nan_first", [True, False], ids=["nan_first", "nan_last"])
+    def test_parse_exposition_a_push_time_not_a_number_is_unknown_in_any_order(
+        self, nan_first: bool
+    ) -> None:
+        """Given a worker whose sample matches two groups (or one group listed twice),
+        one pushed 10 s ago and one whose push time is not a number, when parsed, then
+        its age is unknown (stale) whichever comes first: ``min`` kept or dropped the
+        NaN by its place."""
+        # Arrange
+        recent = repr(time.time() - 10)
+        times = ["NaN", recent] if nan_first else [recent, "NaN"]
+        text = (
+            f'push_time_seconds{{job="wool"}} {times[0]}\n'
+            f'push_time_seconds{{job="wool",instance="e1"}} {times[1]}\n'
+            f'push_time_seconds{{job="other"}} {times[0]}\n'
+            f'push_time_seconds{{job="other"}} {times[1]}\n'
+            'wool_worker_idle_seconds{job="wool",instance="e1",worker="a:1"} 120\n'
+            'wool_worker_up{job="wool",instance="e1",worker="a:1"} 1\n'
+            'wool_worker_idle_supported{job="wool",instance="e1",worker="a:1"} 1\n'
+            'wool_worker_idle_seconds{job="other",worker="b:1"} 120\n'
+            'wool_worker_up{job="other",worker="b:1"} 1\n'
+            'wool_worker_idle_supported{job="other",worker="b:1"} 1\n'
+        )
+        # Act
+        readings = {r.worker: r.age for r in parse_exposition(text)}
+        # Assert
+        assert readings == {"a:1": math.inf, "b:1": math.inf}

@@ -43,14 +43,15 @@ class PushTimes:
 
     def add_groups(self, samples: Iterable[Sample]) -> None:
         """Record the push time of each group of a ``push_time_seconds`` family (a
-        group listed twice with two times counts as pushed at the older)."""
+        group listed twice with two times counts as pushed at the older, and one of
+        them not a number makes it unknown)."""
         self.found = True
         for sample in samples:
             if sample.name == PUSH_TIME:
                 names = tuple(sorted(sample.labels))
                 groups = self.shapes.setdefault(names, {})
                 key = tuple(sample.labels[name] for name in names)
-                groups[key] = min(sample.value, groups.get(key, sample.value))
+                groups[key] = _earliest(sample.value, groups.get(key, sample.value))
 
     def note(self, worker: str, labels: Mapping[str, str]) -> None:
         """Record that a sample of ``worker`` with ``labels`` was read."""
@@ -65,8 +66,14 @@ class PushTimes:
                 for names, groups in self.shapes.items()
                 if (key := tuple(labels.get(name, "") for name in names)) in groups
             ]
-            keep_oldest(ages, worker, _age(min(pushed), now) if pushed else None)
+            keep_oldest(ages, worker, _age(_earliest(*pushed), now) if pushed else None)
         return ages
+
+
+def _earliest(*times: float) -> float:
+    """The earliest of ``times``; NaN (unknown) if any is NaN, whatever their order
+    (``min`` keeps or drops a NaN by where it stands)."""
+    return math.nan if any(math.isnan(t) for t in times) else min(times)
 
 
 def _age(pushed: float, now: float) -> float | None:
