@@ -29,8 +29,7 @@ import socket
 import struct
 from typing import Self
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-HEADERS = 1
+from support.http2 import HEADERS, PREFACE_BYTES
 
 
 class FlakyProxy:
@@ -99,7 +98,7 @@ class FlakyProxy:
         sent: asyncio.Event,
     ) -> None:
         """Forward the client's frames, one at a time, counting the calls."""
-        upstream.write(await reader.readexactly(len(PREFACE)))
+        upstream.write(await reader.readexactly(PREFACE_BYTES))
         streams: set[int] = set()
         while True:
             head = await reader.readexactly(9)
