@@ -152,6 +152,33 @@ class TestParseExposition:
             "bare:1": Verdict.BUSY,
         }
 
+    def test_parse_exposition_timestamp_far_ahead_is_stale(self) -> None:
+        """Given text from /federate stamped a day ahead of this host's clock (the clock
+        set back since: NTP, ``date -s``) and one stamped 2 s ahead, when parsed and
+        planned, then the one a day ahead is of unknown age, stale and never stopped
+        (its true age is unknown, not 0), and the one within the clock tolerance reads
+        as fresh."""
+        # Arrange
+        ahead_ms = int((time.time() + 86400) * 1000)
+        near_ms = int((time.time() + 2) * 1000)
+        text = "".join(
+            f'wool_worker_idle_seconds{{worker="{w}"}} 500 {ms}\n'
+            f'wool_worker_up{{worker="{w}"}} 1 {ms}\n'
+            f'wool_worker_idle_supported{{worker="{w}"}} 1 {ms}\n'
+            for w, ms in (("ahead:1", ahead_ms), ("near:1", near_ms))
+        )
+        settings = PolicySettings(max_idle=60.0, min_workers=0)
+        # Act
+        readings = {r.worker: r for r in parse_exposition(text, age=1.0)}
+        plan = policy.plan(list(readings.values()), policy.PolicyState(), settings, 0.0)
+        # Assert
+        assert readings["ahead:1"].age == math.inf
+        assert readings["near:1"].age == 1.0
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            "ahead:1": Verdict.STALE,
+            "near:1": Verdict.STOP,
+        }
+
     def test_parse_exposition_group_value_not_utf8_raises(self) -> None:
         """Given a group-by label value that is no text (a lone surrogate, from a body
         in an odd charset), when parsed with that group-by, then SourceError (no

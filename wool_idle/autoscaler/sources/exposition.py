@@ -14,7 +14,7 @@ import aiohttp
 from prometheus_client.parser import text_fd_to_metric_families
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.autoscaler.sources.pushed import PUSH_TIME, PushTimes
+from wool_idle.autoscaler.sources.pushed import PUSH_TIME, PushTimes, age_since
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector
 from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch_text
@@ -42,7 +42,9 @@ def parse_exposition(
 
     The exporter renders each sample when scraped, so an age is 0, unless the
     sample carries a timestamp (text from ``/federate`` or a caching proxy):
-    then it is now, by this host's clock, less that timestamp. In text with a
+    then it is now, by this host's clock, less that timestamp (a timestamp ahead of
+    now by more than ``CLOCK_TOLERANCE``, this host's clock set back, is of unknown
+    age: stale, never fresh). In text with a
     ``push_time_seconds`` family (a Pushgateway's, whose samples carry none) an
     unstamped sample is at least as old as its group's last push (``pushed``).
     No sample is younger than ``age``, the answer's own (``answer_age``: a cache
@@ -75,7 +77,8 @@ def parse_exposition(
                     continue
                 add(values, worker, sample.value)
                 if sample.timestamp is not None and ages is not None:
-                    keep_oldest(ages, worker, max(now - float(sample.timestamp), age))
+                    since = age_since(float(sample.timestamp), now)
+                    keep_oldest(ages, worker, None if since is None else max(since, age))
                 if group_by:
                     place(worker, labels)
                 if pushed is not None and sample.timestamp is None:

@@ -66,7 +66,7 @@ class PushTimes:
                 for names, groups in self.shapes.items()
                 if (key := tuple(labels.get(name, "") for name in names)) in groups
             ]
-            keep_oldest(ages, worker, _age(_earliest(*pushed), now) if pushed else None)
+            keep_oldest(ages, worker, age_since(_earliest(*pushed), now) if pushed else None)
         return ages
 
 
@@ -76,10 +76,11 @@ def _earliest(*times: float) -> float:
     return math.nan if any(math.isnan(t) for t in times) else min(times)
 
 
-def _age(pushed: float, now: float) -> float | None:
-    """``now`` less ``pushed``, 0 for a time ahead by at most ``CLOCK_TOLERANCE``; None
-    (unknown) for one further ahead or not a number."""
-    age = now - pushed
+def age_since(at: float, now: float) -> float | None:
+    """``now`` less ``at`` (a push time, a sample's timestamp), 0 for a time ahead by at
+    most ``CLOCK_TOLERANCE``; None (unknown) for one further ahead (this host's clock set
+    back, or clocks apart) or not a number."""
+    age = now - at
     if math.isnan(age) or age < -CLOCK_TOLERANCE:
         return None
     return max(age, 0.0)
