@@ -146,7 +146,8 @@ class TestAnswerAge:
             ([], "Fri, 15 Jan 2027 07:58:00 GMT", 120.0),
             ([], "Fri, 15 Jan 2027 07:58:00 -0000", 120.0),
             (["60"], "Fri, 15 Jan 2027 07:58:00 GMT", 120.0),
-            ([], "Fri, 15 Jan 2027 08:10:00 GMT", 0.0),
+            ([], "Fri, 15 Jan 2027 08:10:00 GMT", math.inf),
+            ([], "Fri, 15 Jan 2027 08:00:04 GMT", 0.0),
             ([], "yesterday", 0.0),
         ],
         ids=[
@@ -159,13 +160,15 @@ class TestAnswerAge:
             "date_without_zone",
             "date_older_than_age",
             "future_date",
+            "future_date_within_tolerance",
             "unreadable_date",
         ],
     )
     def test_answer_age_headers(self, ages: list[str], date: str | None, expected: float) -> None:
         """Given an answer's Age headers and Date, when aged at a known now, then the
         age is the largest Age or, when more and beyond the clock tolerance, now less
-        the Date; an unreadable Age is unknown (infinite), an unreadable Date none."""
+        the Date; an unreadable Age, or a Date ahead of now beyond the tolerance (this
+        host's clock set back), is unknown (infinite), an unreadable Date none."""
         # Arrange, Act
         age = answer_age(ages, date, NOW)
         # Assert

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import math
 import time
 from collections.abc import Iterator, Sequence
 from typing import Final, TextIO, cast
@@ -124,10 +125,10 @@ class ExporterSource:
         text, age = await fetch_text(self.session, self.url, self.timeout, max_bytes=self.max_bytes)
         if age > 0:  # said only by an Age header or a Date past the tolerance
             log.warning(
-                "%s answered %.0f s old by its Age or Date header (a cache between, or "
-                "clocks apart): every sample is at least that old",
+                "%s answered %s by its Age or Date header (a cache between, or clocks "
+                "apart): every sample is at least that old",
                 self.url,
-                age,
+                f"{age:.0f} s old" if math.isfinite(age) else "of unknown age",
             )
         return await asyncio.to_thread(
             parse_exposition, text, self.selectors, self.group_by, age=age

@@ -113,23 +113,28 @@ def answer_age(ages: list[str], date: str | None, now: float | None = None) -> f
     be told from a fresh answer. The age is the largest ``Age``, or, when more, ``now``
     less ``Date`` if that is more than ``CLOCK_TOLERANCE`` (clocks a little apart are
     not an age); 0 without either. An ``Age`` that is not a number of seconds makes the
-    age unknown: ``math.inf``. A ``Date`` that does not parse is no age.
+    age unknown: ``math.inf``; so does a ``Date`` ahead of ``now`` by more than
+    ``CLOCK_TOLERANCE`` (this host's clock set back, or clocks apart: an answer held
+    for up to that long reads as new). A ``Date`` that does not parse is no age.
     """
     digits = [age.strip() for age in ages]
     if not all(age.isascii() and age.isdigit() for age in digits):
         return math.inf
     held = max((float(age) for age in digits), default=0.0)
-    behind = (time.time() if now is None else now) - _unix_time(date) if date else 0.0
+    sent = _unix_time(date) if date else None
+    behind = 0.0 if sent is None else (time.time() if now is None else now) - sent
+    if behind < -CLOCK_TOLERANCE:
+        return math.inf
     return max(held, behind if behind > CLOCK_TOLERANCE else 0.0)
 
 
-def _unix_time(date: str) -> float:
-    """The Unix time of an HTTP ``Date`` (GMT), or ``math.inf`` (no age) if unreadable."""
+def _unix_time(date: str) -> float | None:
+    """The Unix time of an HTTP ``Date`` (GMT), or None (no age) if unreadable."""
     try:
         sent = parsedate_to_datetime(date)
         return sent.replace(tzinfo=sent.tzinfo or UTC).timestamp()
     except (TypeError, ValueError, OverflowError):
-        return math.inf
+        return None
 
 
 async def _body(response: aiohttp.ClientResponse, url: str, max_bytes: int) -> bytes:
