@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 from support.processes import run_python
 
 from wool_idle.autoscaler import memory as memory_module
+from wool_idle.autoscaler import wall_clock
 from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings, Reading
@@ -86,7 +87,7 @@ class TestStopMemory:
         # Arrange
         offset = [-3600.0]
         wall = types.SimpleNamespace(time=lambda: time.time() + offset[0], monotonic=time.monotonic)
-        monkeypatch.setattr(memory_module, "time", wall)  # the wall clock: a boundary
+        monkeypatch.setattr(wall_clock, "time", wall)  # the wall clock: a boundary
         path = tmp_path / "state.json"
         StateFile(path).save(Marks())
         earlier = memory_of(path)

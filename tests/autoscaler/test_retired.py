@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from wool_idle.autoscaler.retired import RETIRED_LIMIT, RETIRED_MAX_AGE, RetiredWorkers
@@ -35,7 +36,7 @@ class TestRetiredWorkers:
         stop time and its group labels (a missing one empty; `worker` never twice)."""
         # Arrange
         clock = Clock()
-        retired = RetiredWorkers(("wool_tags", "worker", "zone"), clock)
+        retired = RetiredWorkers(("wool_tags", "worker", "zone"), clock, clock)
         # Act
         retired.mark("a:1", {"wool_tags": "hot"})
         # Assert
@@ -46,7 +47,7 @@ class TestRetiredWorkers:
         only the second is shown."""
         # Arrange
         clock = Clock()
-        retired = RetiredWorkers((), clock)
+        retired = RetiredWorkers((), clock, clock)
         retired.mark("old:1", {})
         clock.now += RETIRED_MAX_AGE
         retired.mark("new:1", {})
@@ -61,7 +62,7 @@ class TestRetiredWorkers:
         then the limit holds and the oldest mark (the second worker's) went first."""
         # Arrange
         clock = Clock()
-        retired = RetiredWorkers((), clock)
+        retired = RetiredWorkers((), clock, clock)
         # Act
         for i in range(RETIRED_LIMIT):
             clock.now += 1
@@ -91,7 +92,7 @@ class TestRetiredWorkers:
         and its group labels by name."""
         # Arrange
         clock = Clock()
-        retired = RetiredWorkers(("wool_tags",), clock)
+        retired = RetiredWorkers(("wool_tags",), clock, clock)
         retired.mark("old:1", {})
         clock.now += RETIRED_MAX_AGE
         retired.mark("new:1", {"wool_tags": "hot"})
@@ -107,7 +108,7 @@ class TestRetiredWorkers:
         those labels (one it lacks empty, one no longer grouped by left out)."""
         # Arrange
         clock = Clock()
-        retired = RetiredWorkers(("wool_tags", "zone"), clock)
+        retired = RetiredWorkers(("wool_tags", "zone"), clock, clock)
         earlier = {"a:1": Retired(clock.now - 60.5, {"wool_tags": "hot", "shard": "2"})}
         # Act
         retired.restore(earlier)
@@ -121,7 +122,7 @@ class TestRetiredWorkers:
         counts from now, and a new mark then ends the oldest one restored first."""
         # Arrange
         clock = Clock()
-        retired = RetiredWorkers((), clock)
+        retired = RetiredWorkers((), clock, clock)
         earlier = {f"w{i}:1": Retired(clock.now - 1000.0 + i, {}) for i in range(RETIRED_LIMIT)}
         earlier["old:1"] = Retired(clock.now - RETIRED_MAX_AGE - 1.0, {})
         earlier["future:1"] = Retired(clock.now + 3600.0, {})
@@ -134,3 +135,30 @@ class TestRetiredWorkers:
         assert "old:1" not in full and "w0:1" not in full and "w1:1" in full
         assert full["future:1"] == (clock.now, {})
         assert len(retired) == RETIRED_LIMIT and "w1:1" not in retired and "new:1" in retired
+
+    @pytest.mark.parametrize("step", [2 * 86400.0, -2 * 86400.0], ids=["forward", "back"])
+    def test_collect_keeps_a_mark_a_day_across_a_wall_clock_step(self, step: float) -> None:
+        """Given a worker marked, then the wall clock stepped by two days, forward or
+        back (NTP, ``date -s``, a VM resumed), a minute later, when collected then, a
+        day after the stop and just past it, then the mark is shown moved with the
+        clock (its age kept) until a day after the stop by the monotonic clock, and
+        ends then: never at once (a retired worker shown down), never a day late."""
+        # Arrange
+        wall, monotonic = Clock(), Clock()
+        retired = RetiredWorkers((), wall, monotonic)
+        retired.mark("a:1", {})
+        stopped = wall.now
+
+        def elapse(seconds: float) -> dict[str, tuple[float, dict[str, str]]]:
+            wall.now += seconds
+            monotonic.now += seconds
+            return shown(retired)
+
+        # Act
+        wall.now += step
+        stepped = elapse(60.0)
+        last = elapse(RETIRED_MAX_AGE - 61.0)
+        over = elapse(2.0)
+        # Assert
+        assert stepped == last == {"a:1": (stopped + step, {})}
+        assert over == {}

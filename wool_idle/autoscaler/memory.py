@@ -32,12 +32,11 @@ from prometheus_client import Counter
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.retired import RetiredWorkers
 from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
+from wool_idle.autoscaler.wall_clock import WallClock
 from wool_idle.daemon_thread import DaemonThreads
 
 log = logging.getLogger("wool_idle.autoscaler")
 
-CLOCK_STEP: Final = 1.0
-"""Seconds the wall clock must move against the monotonic one to count as set."""
 WRITE_TIMEOUT: Final = 10.0
 """Seconds one write of the state file is waited for; longer, it counts as failed."""
 
@@ -55,7 +54,7 @@ class StopMemory:
     ) -> None:
         self.file, self.planner, self.write_errors = file, planner, write_errors
         self.retired = retired
-        self._shift = time.time() - time.monotonic()
+        self._clock = WallClock()
         """Unix time minus monotonic time: kept while it drifts, so marks change only when
         they do; followed once the wall clock steps (``_wall_shift``)."""
         self._sending: dict[str, float] = {}
@@ -80,7 +79,8 @@ class StopMemory:
                 self.planner.settings.retiring_for,
             )
             return
-        self.planner.restore(marks, self._shift, clock=now + self._shift)
+        shift = self._clock.shift
+        self.planner.restore(marks, shift, clock=now + shift)
         self.retired.restore(marks.retired)
         self._written = marks
         if marks.skipped:
@@ -145,10 +145,7 @@ class StopMemory:
         """Unix time minus monotonic time now, as far as a write goes: the marks are
         written in the wall clock of the moment, so a clock set forward since start
         (NTP after boot) never makes a restart read them as older than they are."""
-        shift = time.time() - time.monotonic()
-        if abs(shift - self._shift) > CLOCK_STEP:
-            log.info(
-                "the wall clock stepped by %+.3fs; the state file follows", shift - self._shift
-            )
-            self._shift = shift
-        return self._shift
+        step = self._clock.follow()
+        if step:
+            log.info("the wall clock stepped by %+.3fs; the state file follows", step)
+        return self._clock.shift

@@ -8,7 +8,10 @@ Bounded in count and in time: the ``RETIRED_LIMIT`` most recent stops within
 once it is no longer retiring (past ``PolicySettings.retiring_for``: a new worker
 at that address). The marks live in this process; given ``--state-file`` they are
 also kept in it (``marks``) and taken up at start (``restore``), so the series is
-shown again after a restart; without one, a restart empties it. Safe to collect
+shown again after a restart; without one, a restart empties it. A mark is in Unix
+time, moved with each step of the wall clock (``WallClock``): it ends
+``RETIRED_MAX_AGE`` after its stop, however the clock was set meanwhile (a day
+forward ended every mark at once: retired workers shown down). Safe to collect
 from another thread than the one marking.
 """
 
@@ -25,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.state_file import Retired
+from wool_idle.autoscaler.wall_clock import WallClock
 from wool_idle.contract import RETIRED_TIMESTAMP, WORKER_LABEL
 
 RETIRED_LIMIT: Final = 1000
@@ -34,11 +38,18 @@ RETIRED_MAX_AGE: Final = 86400.0
 
 
 class RetiredWorkers(Collector):
-    """The marks, newest last, and their series; ``group_by`` labels the series."""
+    """The marks, newest last, and their series; ``group_by`` labels the series;
+    ``clock`` is the wall clock, ``monotonic`` the clock its steps are told against."""
 
-    def __init__(self, group_by: Sequence[str] = (), clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        group_by: Sequence[str] = (),
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
         self.group_by = tuple(name for name in group_by if name != WORKER_LABEL)
         self.clock = clock
+        self._wall = WallClock(clock, monotonic)
         self._marks: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -46,6 +57,7 @@ class RetiredWorkers(Collector):
         """Note that ``worker`` (with group ``labels``) was stopped just now."""
         group = tuple(labels.get(name, "") for name in self.group_by)
         with self._lock:
+            self._follow_the_wall_clock()
             self._marks.pop(worker, None)
             self._marks[worker] = (self.clock(), group)
             while len(self._marks) > RETIRED_LIMIT:
@@ -64,12 +76,13 @@ class RetiredWorkers(Collector):
         """Take up the ``marks`` of an earlier process, before any mark is made: those
         past ``RETIRED_MAX_AGE`` or beyond the ``RETIRED_LIMIT`` most recent end, and
         one from after now (this host's clock was set back) counts from now."""
-        now = self.clock()
-        restored = sorted(
-            (min(mark.at, now), worker, tuple(mark.labels.get(n, "") for n in self.group_by))
-            for worker, mark in marks.items()
-        )
         with self._lock:
+            self._follow_the_wall_clock()  # they are in the wall clock of now
+            now = self.clock()
+            restored = sorted(
+                (min(mark.at, now), worker, tuple(mark.labels.get(n, "") for n in self.group_by))
+                for worker, mark in marks.items()
+            )
             for stopped, worker, group in restored[-RETIRED_LIMIT:]:
                 if stopped >= now - RETIRED_MAX_AGE:
                     self._marks[worker] = (stopped, group)
@@ -116,6 +129,13 @@ class RetiredWorkers(Collector):
 
     def _expire(self) -> None:
         """End the marks past ``RETIRED_MAX_AGE`` (the lock held)."""
+        self._follow_the_wall_clock()
         oldest = self.clock() - RETIRED_MAX_AGE
         while self._marks and next(iter(self._marks.values()))[0] < oldest:
             self._marks.popitem(last=False)
+
+    def _follow_the_wall_clock(self) -> None:
+        """Move every mark by the step the wall clock took since last followed, if it
+        did (the lock held): their order and ages stay as they were."""
+        if step := self._wall.follow():
+            self._marks = OrderedDict((w, (t + step, g)) for w, (t, g) in self._marks.items())
