@@ -19,10 +19,12 @@ from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.policy import PolicySettings, Reading
 from wool_idle.autoscaler.retired import RetiredWorkers
-from wool_idle.autoscaler.state_file import Marks, Retired, StateFile
+from wool_idle.autoscaler.state_file import Marks, Retired, StateFile, Written
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
 WORKER = "127.0.0.1:50051"
+OTHER = "127.0.0.1:50052"
+RETIRED = "127.0.0.1:50053"
 
 
 def memory_of(path: Path) -> StopMemory:
@@ -103,6 +105,38 @@ class TestStopMemory:
         plan = await restarted.planner.plan([Reading(WORKER, 900.0)], time.monotonic())
         # Assert
         assert [d.verdict for d in plan.decisions] == [Verdict.RETIRING]
+
+    async def test_recall_reads_the_marks_by_the_clock_since_boot(self, tmp_path: Path) -> None:
+        """Given a state file written 10 s ago by the clock since boot, in this boot,
+        with a worker retiring since just before, another cooling down for 5 minutes
+        and a third retired a minute before, and the wall clock set a day forward since
+        (``date -s``, NTP, while the autoscaler was down), when a new process recalls
+        it, then every mark holds as 10 s old (retiring, cooling down, shown retired),
+        never as a day old."""
+        # Arrange
+        path = tmp_path / "state.json"
+        boot = wall_clock.since_boot()
+        assert boot is not None  # Linux
+        at = time.time() - 86400.0 - 10.0
+        StateFile(path).save(
+            Marks(
+                retiring={WORKER: at - 1.0},
+                cooldown_until={OTHER: at + 300.0},
+                retired={RETIRED: Retired(at - 60.0, {})},
+                written=Written(at, boot[0], boot[1] - 10.0),
+            )
+        )
+        memory = memory_of(path)
+        # Act
+        memory.recall()
+        readings = [Reading(WORKER, 900.0), Reading(OTHER, 900.0)]
+        plan = await memory.planner.plan(readings, time.monotonic())
+        # Assert
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            WORKER: Verdict.RETIRING,
+            OTHER: Verdict.COOLDOWN,
+        }
+        assert set(memory.retired.marks()) == {RETIRED}
 
     async def test_save_hung_on_the_file_system_lets_go_of_the_writes_that_timed_out(
         self, tmp_path: Path, monkeypatch

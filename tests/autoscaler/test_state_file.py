@@ -13,7 +13,7 @@ import pytest
 from support.processes import run_python
 
 from wool_idle.autoscaler import state_file as state_file_module
-from wool_idle.autoscaler.state_file import Marks, Retired, StateFile, StateFileError
+from wool_idle.autoscaler.state_file import Marks, Retired, StateFile, StateFileError, Written
 
 MARKS = Marks(
     retiring={"10.0.0.1:50051": 1_800_000_000.25},
@@ -21,6 +21,7 @@ MARKS = Marks(
     cooldown_until={"[::1]:7": 1_800_000_300.5},
     held_until=1_800_000_200.0,
     retired={"10.0.0.2:50051": Retired(1_799_999_000.123456, {"wool_tags": "hot"})},
+    written=Written(1_800_000_010.5, "e8eac4aa-e95f-4c2b-a34c-0d1f053868b8", 20_264.25),
 )
 BEFORE_RETIRED = """{
  "version": 1,
@@ -58,6 +59,10 @@ MALFORMED = {
     "an integer too large for a float": '{"version": 1, "retiring": {"a:1": 1%s}, '
     '"unreachable": {}, "cooldown_until": {}}' % ("0" * 400),
     "nested too deep": "[" * 100_000 + "]" * 100_000,
+    "written not an object": content(written=1_800_000_010.5),
+    "written without since_boot": content(written={"at": 1.0, "boot": "b"}),
+    "written boot not text": content(written={"at": 1.0, "boot": 1, "since_boot": 2.0}),
+    "written since_boot NaN": content(written={"at": 1.0, "boot": "b", "since_boot": float("nan")}),
 }
 GOOD_RETIRED = {"at": 1_799_999_000.5, "labels": {"wool_tags": "hot"}}
 MALFORMED_RETIRED = {
@@ -76,12 +81,13 @@ MALFORMED_RETIRED = {
 
 class TestMarks:
     def test_from_json_reads_what_to_json_wrote(self) -> None:
-        """Given marks of every kind, when written as JSON and read back, then they are
-        the same marks."""
+        """Given marks of every kind, with when they were written (by the clock since
+        boot too), when written as JSON and read back, then they are the same marks."""
         # Act
         read = Marks.from_json(MARKS.to_json())
         # Assert
         assert read == MARKS
+        assert read.written == MARKS.written
 
     def test_from_json_reads_a_file_written_before_the_retired_marks(self) -> None:
         """Given a file as the autoscaler wrote it before it kept retired marks (no

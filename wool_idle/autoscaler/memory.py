@@ -6,7 +6,10 @@ that the file has malformed is logged and left out; the others are taken up.
 
 Fail closed. A state file missing or unreadable at start means the stops of an
 earlier process are unknown, so the planner sends none for ``retiring_for``
-(``PolicyPlanner.hold``): by then any such stop is over. A stop that cannot be
+(``PolicyPlanner.hold``): by then any such stop is over. A file written in this
+boot is read by how long ago that was on the clock since boot: a wall clock set
+forward meanwhile (``date -s``, NTP) moves its marks with it, never ends a
+retiring mark, a cooldown or a hold early. A stop that cannot be
 written down first is not sent. A later write that fails is logged and counted
 (``wool_autoscaler_state_write_errors_total``); the file then keeps its last
 content, which names every stop sent up to then (each was written before it
@@ -31,8 +34,8 @@ from prometheus_client import Counter
 
 from wool_idle.autoscaler.planner import PolicyPlanner
 from wool_idle.autoscaler.retired import RetiredWorkers
-from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError
-from wool_idle.autoscaler.wall_clock import WallClock
+from wool_idle.autoscaler.state_file import Marks, StateFile, StateFileError, Written
+from wool_idle.autoscaler.wall_clock import CLOCK_STEP, WallClock, since_boot
 from wool_idle.daemon_thread import DaemonThreads
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -80,6 +83,14 @@ class StopMemory:
             )
             return
         shift = self._clock.shift
+        if step := self._set_forward_since(marks.written, now + shift):
+            log.warning(
+                "state file %s: the wall clock was set %.3fs forward since it was written "
+                "(by the clock since boot); its marks move with it",
+                self.file.path,
+                step,
+            )
+            marks = marks.moved(step)
         self.planner.restore(marks, shift, clock=now + shift)
         self.retired.restore(marks.retired)
         self._written = marks
@@ -132,6 +143,8 @@ class StopMemory:
             if self._sending:
                 sending = {w: t + shift for w, t in self._sending.items()}
                 marks = replace(marks, retiring={**sending, **marks.retiring})
+            if (boot := since_boot()) is not None:
+                marks = replace(marks, written=Written(time.monotonic() + shift, *boot))
             if marks == self._written:
                 return
             written = asyncio.wrap_future(self._writer.submit(partial(self.file.save, marks)))
@@ -140,6 +153,20 @@ class StopMemory:
             except TimeoutError:  # an OSError: the write goes on, in order, and may land
                 raise TimeoutError(f"no write within {WRITE_TIMEOUT:g}s") from None
             self._written = marks
+
+    @staticmethod
+    def _set_forward_since(written: Written | None, now: float) -> float:
+        """How far the wall clock (Unix time ``now``) was set forward since the marks
+        were ``written``, beyond the time that passed by the clock since boot: 0.0 if
+        by ``CLOCK_STEP`` at most, or unknown (another boot, no such clock, a file
+        without it). A clock set back needs no move: a mark from after now counts from
+        now (``PolicyPlanner.restore``)."""
+        boot = since_boot()
+        if written is None or boot is None or boot[0] != written.boot:
+            return 0.0
+        passed = boot[1] - written.since_boot
+        step = now - (written.at + passed)
+        return step if passed >= 0 and step > CLOCK_STEP else 0.0
 
     def _wall_shift(self) -> float:
         """Unix time minus monotonic time now, as far as a write goes: the marks are
