@@ -9,6 +9,8 @@ import pytest
 from support.wool_pools import WoolFleet
 
 from wool_idle.demo.fleet import POOLS
+from wool_idle.discovery.drop import read_records
+from wool_idle.worker import WorkerConnection
 from wool_idle.worker.process import spawn_ready
 
 pytestmark = pytest.mark.e2e
@@ -53,3 +55,26 @@ class TestPools:
         assert [p["submitted"] for p in progress] == [1, 2]
         assert client.returncode == 0
         assert final["submitted"] == final["completed"] >= 2 and final["failed"] == 0
+
+    async def test_client_counts_a_task_its_worker_cancelled_as_failed(self) -> None:
+        """Given a held namespace with a hot pool of 1 and a client whose one task runs
+        far longer than the grace, when the worker is stopped with a short grace (wool
+        then cancels the task and the client's await raises CancelledError), then the
+        client goes on, exits 0 and counts that task failed (and any later one, with no
+        worker left), none completed."""
+        async with WoolFleet() as fleet:
+            # Arrange
+            await fleet.hold()
+            await fleet.serve("hot", 1)
+            client = await fleet.client("hot", seconds=1.0, task_seconds=60.0)
+            (record,) = read_records(fleet.namespace)
+            async with WorkerConnection(record.address) as connection:
+                while await connection.idle_time(timeout=5) != 0.0:
+                    await asyncio.sleep(0.1)
+                # Act
+                await connection.stop(0.5, timeout=30)
+            counts = await fleet.counts(client)
+        # Assert
+        assert client.returncode == 0
+        assert counts["completed"] == 0
+        assert counts["failed"] == counts["submitted"] >= 1

@@ -110,14 +110,29 @@ async def client(args: argparse.Namespace) -> None:
             try:
                 await whoami(args.task_seconds)
                 counts["completed"] += 1
+            except asyncio.CancelledError as error:
+                if _cancelled_here():
+                    raise
+                _failed(counts, error)  # the worker cancelled it (a stop's grace ran out)
             except Exception as error:  # a lost task is what the caller counts, whatever it is
-                counts["failed"] += 1
-                print(f"task failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+                _failed(counts, error)
             if args.progress:
                 print(json.dumps(dict(counts)), flush=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), args.interval)
     print(json.dumps(dict(counts)), flush=True)
+
+
+def _cancelled_here() -> bool:
+    """Whether this task was cancelled, as opposed to a ``CancelledError`` that wool
+    raised for a task its worker cancelled (a stop whose grace ran out)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _failed(counts: collections.Counter[str], error: BaseException) -> None:
+    counts["failed"] += 1
+    print(f"task failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
 
 ROLES: Final = {"hold": hold, "serve": serve, "client": client}
