@@ -348,6 +348,31 @@ class TestAutoscaler:
         assert ok is False
         assert value(autoscaler, "wool_autoscaler_source_up") == 0
 
+    async def test_cycle_source_listing_no_worker_is_warned_of_once(
+        self, make_autoscaler, aiohttp_server, caplog
+    ) -> None:
+        """Given --metrics-url at a page of valid exposition text with no worker series
+        (the exporter's /metrics/exporter, a Prometheus server's own /metrics), when two
+        cycles run, then each read succeeds and one warning names the source and the URL
+        to use, instead of a silent fleet of none."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(text="# TYPE process_open_fds gauge\nprocess_open_fds 9.0\n")
+
+        app = web.Application()
+        app.router.add_get("/metrics/exporter", answer)
+        server = await aiohttp_server(app)
+        autoscaler = make_autoscaler(str(server.make_url("/metrics/exporter")), max_idle=1.0)
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            ok = [await autoscaler.cycle(), await autoscaler.cycle()]
+        # Assert
+        warnings = [r.getMessage() for r in caplog.records if "lists no worker" in r.getMessage()]
+        assert ok == [True, True]
+        assert len(warnings) == 1
+        assert "/metrics/exporter" in warnings[0] and "not /metrics/exporter" in warnings[0]
+
 
 class TestOneWorkerManyNames:
     @pytest.mark.parametrize(("min_workers", "stops"), [(1, 0), (0, 1)])

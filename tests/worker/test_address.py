@@ -88,6 +88,13 @@ class TestParseAddress:
             parse_address(f"{host}:50051", listen=True)
         assert parse_address(f"{host}:50051") == f"{host}:50051"
 
+    @pytest.mark.parametrize("grpc_server", [True, False])
+    def test_parse_address_listen_without_host(self, grpc_server: bool) -> None:
+        """Given ``:9478`` to listen on (Go exporters read it as every interface), then
+        ValueError naming the addresses that mean every interface here."""
+        with pytest.raises(ValueError, match=r"no host \(every interface: 0\.0\.0\.0:9478 or \[::\]:9478\)"):
+            parse_address(":9478", listen=True, grpc_server=grpc_server)
+
     def test_parse_address_unix_path_up_to_sun_path_limit(self) -> None:
         """Given Unix paths of 107 and 108 bytes (``sun_path`` holds 107 and a NUL;
         a multi-byte character counts by its bytes), then the first is accepted and

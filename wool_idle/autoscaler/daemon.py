@@ -89,6 +89,7 @@ class Autoscaler:
     memory: StopMemory | None = field(init=False)
     bookkeeping: StopBookkeeping = field(init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _listed: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         retiring_for = retiring_time(self.action.grace, max_staleness=self.policy.max_staleness)
@@ -146,6 +147,7 @@ class Autoscaler:
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
         self.metrics.source_up.set(1)
+        self._warn_of_no_worker(bool(readings))
         now = time.monotonic()
         for worker in self.actuator.going_on():  # retiring while it drains, however long
             self.planner.record(worker, StopResult.UNANSWERED, now)
@@ -179,6 +181,19 @@ class Autoscaler:
             await self.bookkeeping.settle(decision, attempt)
         except Exception:  # a fault of ours: the other stops of the cycle settle as usual
             log.exception("worker %s: settling its stop failed", decision.worker)
+
+    def _warn_of_no_worker(self, listed: bool) -> None:
+        """Warn, once until workers are listed again, of a read that lists no worker: a
+        source URL that answers other metrics (the exporter's /metrics/exporter, a
+        Prometheus server's own /metrics) reads as a fleet of none."""
+        if not listed and self._listed:
+            log.warning(
+                "source %s lists no worker, so there is nothing to retire (is it the "
+                "exporter's /metrics, not /metrics/exporter, or a Prometheus server "
+                "that scrapes it?)",
+                self.source.description,
+            )
+        self._listed = listed
 
     def _note_unacted(self, decision: Decision) -> None:
         """Count and log a decision that is not acted on."""

@@ -42,7 +42,9 @@ def parse_address(text: str, *, listen: bool = False, grpc_server: bool = True) 
     exactly two slashes: gRPC binds ``unix://run/w.sock`` at ``/run/w.sock`` but
     reads ``run`` as a URI authority when it dials, and dials nothing (three or
     more slashes, ``unix:///run/w.sock``, are a plain absolute path). No address
-    holds a control character (a newline, a NUL).
+    holds a control character (a newline, a NUL). An address to listen on with no
+    host (``:9478``, Go's way of saying every interface) is refused naming the two
+    that mean it.
     """
     if CONTROL_CHARACTER.search(text):
         raise ValueError(f"invalid address {text!r}: control character")
@@ -67,6 +69,10 @@ def parse_address(text: str, *, listen: bool = False, grpc_server: bool = True) 
     if not text.isascii():
         raise ValueError(f"invalid address {text!r}: host and port must be ASCII")
     host, sep, port = text.rpartition(":")
+    if listen and sep and not host:  # Go's ":9100", which means every interface there
+        raise ValueError(
+            f"invalid address {text!r}: no host (every interface: 0.0.0.0{text} or [::]{text})"
+        )
     if not sep or not host:
         raise ValueError(f"invalid address {text!r}: expected host:port or unix:/path")
     _check_host(text, host)

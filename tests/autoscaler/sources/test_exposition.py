@@ -299,6 +299,31 @@ class TestExporterSource:
         assert [r.group for r in readings] == [("gpu",), ("cpu",), ("gpu",), ("gpu",)]
 
     @pytest.mark.parametrize(
+        ("path", "reason"),
+        [("/", "an HTML page, not metrics"), ("/metric", "HTTP 404")],
+        ids=["landing_page", "no_such_page"],
+    )
+    async def test_read_wrong_page_names_the_flag(
+        self, aiohttp_server, path: str, reason: str
+    ) -> None:
+        """Given --metrics-url at the exporter's HTML landing page (its base URL) or at
+        a path that is not found, when read, then SourceError says so and names
+        --metrics-url with the URL it takes, not a parse error over the page's HTML."""
+
+        # Arrange
+        async def landing(request: web.Request) -> web.Response:
+            return web.Response(text="<!doctype html><html></html>", content_type="text/html")
+
+        app = web.Application()
+        app.router.add_get("/", landing)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            source = ExporterSource(session, str(server.make_url(path)), [], 2.0)
+            # Act / Assert
+            with pytest.raises(SourceError, match=f"{reason} \\(--metrics-url is the exporter's"):
+                await source.read()
+
+    @pytest.mark.parametrize(
         ("headers", "least"),
         [({"Age": "120"}, 120.0), ({"Age": "soon"}, math.inf), ({"Date": OLD_DATE}, 3600.0)],
         ids=["age", "unreadable_age", "old_date"],

@@ -231,6 +231,25 @@ class TestPrometheusSource:
         assert [(r.worker, r.age) for r in readings] == [("a:1", 1.0)]
         assert prometheus.nocache == ["1", "1"]  # pinned queries too: else 30 s back
 
+    async def test_read_wrong_url_names_the_flag(self, aiohttp_server) -> None:
+        """Given --prometheus-url at a page under the server (its /metrics), where no
+        query API is found, when read, then SourceError names --prometheus-url and the
+        base URL it takes, not a bare 404."""
+
+        # Arrange
+        async def metrics(request: web.Request) -> web.Response:
+            return web.Response(text="up 1\n")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        server = await aiohttp_server(app)
+        async with aiohttp.ClientSession() as session:
+            url = str(server.make_url("/metrics"))
+            source = PrometheusSource(session, url, [], None, 2.0, alert_max_age=60.0)
+            # Act / Assert
+            with pytest.raises(SourceError, match="HTTP 404 \\(--prometheus-url is the server's"):
+                await source.read()
+
     async def test_read_no_series_asks_nothing_more(self, aiohttp_server) -> None:
         """Given Prometheus has none of the policy's series, when read, then no reading,
         and no other query is asked."""

@@ -18,7 +18,12 @@ from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.pushed import PUSH_TIME, PushTimes, age_since
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
 from wool_idle.autoscaler.sources.selector import Selector
-from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES, SourceError, fetch_text
+from wool_idle.autoscaler.sources.source import (
+    DEFAULT_MAX_BYTES,
+    SourceError,
+    WrongPage,
+    fetch_text,
+)
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -27,6 +32,11 @@ MAX_LINE: Final = 64 * 1024
 """The longest line of exposition text read, in characters (newline included). The
 parser's time grows with the square of a line's length (64 MiB of escaped quotes in
 one label value: hours); capped, a body costs at most a few times a normal one."""
+
+WRONG_PAGE: Final = (
+    "--metrics-url is the exporter's /metrics, such as http://127.0.0.1:9478/metrics"
+)
+"""Said with a 404 or an HTML page: the URL names another page."""
 
 ERROR_TEXT: Final = 200
 """Characters of the parser's error message a ``SourceError`` keeps."""
@@ -122,7 +132,12 @@ class ExporterSource:
         self.description = f"exporter {url}"
 
     async def read(self) -> list[Reading]:
-        text, age = await fetch_text(self.session, self.url, self.timeout, max_bytes=self.max_bytes)
+        try:
+            text, age = await fetch_text(
+                self.session, self.url, self.timeout, max_bytes=self.max_bytes
+            )
+        except WrongPage as error:
+            raise SourceError(f"{error} ({WRONG_PAGE})") from None
         if age > 0:  # said only by an Age header or a Date past the tolerance
             log.warning(
                 "%s answered %s by its Age or Date header (a cache between, or clocks "

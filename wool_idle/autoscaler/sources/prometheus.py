@@ -46,10 +46,13 @@ from wool_idle.autoscaler.sources.source import (
     CLOCK_TOLERANCE,
     DEFAULT_MAX_BYTES,
     SourceError,
+    WrongPage,
     fetch,
 )
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP
 
+WRONG_PAGE: Final = "--prometheus-url is the server's base URL, such as http://prometheus:9090"
+"""Said with a 404 or an HTML page from the query API: the URL names another page."""
 NO_CACHE: Final = "1"
 """``nocache``: VictoriaMetrics evaluates at the time asked (Prometheus ignores it)."""
 
@@ -119,13 +122,16 @@ class PrometheusSource:
         the time they were evaluated at (see the module docstring)."""
         url, limit = f"{self.base}/api/v1/query", self.max_bytes
         sent = time.time()
-        values = await fetch(
-            self.session,
-            url,
-            {"query": series_query(self.selectors), "nocache": NO_CACHE},
-            self.timeout,
-            max_bytes=limit,
-        )
+        try:
+            values = await fetch(
+                self.session,
+                url,
+                {"query": series_query(self.selectors), "nocache": NO_CACHE},
+                self.timeout,
+                max_bytes=limit,
+            )
+        except WrongPage as error:
+            raise SourceError(f"{error} ({WRONG_PAGE})") from None
         at = await asyncio.to_thread(evaluation_time, values)
         if at is None:
             return []  # no series: no worker to read

@@ -41,6 +41,11 @@ class SourceError(Exception):
     """The source could not be read or answered something malformed."""
 
 
+class WrongPage(SourceError):
+    """The URL answers, but not with what the source reads (a 404, an HTML page): most
+    likely the flag names another page than the one meant."""
+
+
 class Source(Protocol):
     """Anything that yields this cycle's readings."""
 
@@ -77,8 +82,11 @@ async def fetch(
 async def fetch_text(
     session: aiohttp.ClientSession, url: str, timeout: float, *, max_bytes: int
 ) -> tuple[str, float]:
-    """GET ``url``; its text and its ``answer_age``, or ``SourceError`` for any failure."""
+    """GET ``url``; its text and its ``answer_age``, or ``SourceError`` for any failure
+    (``WrongPage`` for an HTML page: a landing page or a UI, never metrics)."""
     body, headers = await _get(session, url, {}, timeout, max_bytes)
+    if headers.get("Content-Type", "").lower().startswith("text/html"):
+        raise WrongPage(f"GET {url}: an HTML page, not metrics")
     try:
         text = body.decode()  # the text format is UTF-8, whatever the charset says
     except ValueError as error:
@@ -93,11 +101,14 @@ async def _get(
     timeout: float,
     max_bytes: int,
 ) -> tuple[bytes, CIMultiDictProxy[str]]:
-    """GET ``url``; the body and headers of a 200 answer, or ``SourceError``."""
+    """GET ``url``; the body and headers of a 200 answer, or ``SourceError``
+    (``WrongPage`` for a 404)."""
     try:
         async with session.get(
             url, params=params, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as response:
+            if response.status == 404:
+                raise WrongPage(f"GET {url}: HTTP 404")
             if response.status != 200:
                 raise SourceError(f"GET {url}: HTTP {response.status}")
             return await _body(response, url, max_bytes), response.headers
