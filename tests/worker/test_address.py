@@ -92,7 +92,8 @@ class TestParseAddress:
     def test_parse_address_listen_without_host(self, grpc_server: bool) -> None:
         """Given ``:9478`` to listen on (Go exporters read it as every interface), then
         ValueError naming the addresses that mean every interface here."""
-        with pytest.raises(ValueError, match=r"no host \(every interface: 0\.0\.0\.0:9478 or \[::\]:9478\)"):
+        hint = r"no host \(every interface: 0\.0\.0\.0:9478 or \[::\]:9478\)"
+        with pytest.raises(ValueError, match=hint):
             parse_address(":9478", listen=True, grpc_server=grpc_server)
 
     def test_parse_address_unix_path_up_to_sun_path_limit(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Final
 
 import grpc
@@ -10,7 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from wool_idle.proto import SERVICE, IdleTime, Request, Response, StopRequest, Void
 from wool_idle.unix_socket import claim_unix_socket
-from wool_idle.worker.address import UNIX_PREFIX, parse_address
+from wool_idle.worker.address import UNIX_PREFIX, parse_address, split_host_port
 from wool_idle.worker.service import WorkerService
 from wool_idle.worker.tls import ServerTls
 
@@ -41,13 +42,18 @@ class WorkerServer:
 
     async def start(self) -> str:
         """Bind, start serving, and return the bound address. ``OSError`` if the
-        address is in use (for a Unix socket: a process accepts connections on it)."""
+        address is in use (for a Unix socket: a process accepts connections on it), or
+        is not this host's, naming the address and the system's reason (gRPC's own
+        error says only "Failed to bind")."""
         if self.requested_address.startswith(UNIX_PREFIX):
             claim_unix_socket(self.requested_address.removeprefix(UNIX_PREFIX))
-        if self.tls is None:
-            port = self._server.add_insecure_port(self.requested_address)
-        else:
-            port = self._server.add_secure_port(self.requested_address, self.tls.credentials())
+        try:
+            if self.tls is None:
+                port = self._server.add_insecure_port(self.requested_address)
+            else:
+                port = self._server.add_secure_port(self.requested_address, self.tls.credentials())
+        except RuntimeError as error:
+            raise _bind_error(self.requested_address) or error from None
         self.address = _bound_address(self.requested_address, port)
         await self._server.start()
         for name in ("", SERVICE):
@@ -81,6 +87,20 @@ def _bound_address(requested: str, port: int) -> str:
         raise OSError(f"cannot bind {requested}")
     host = requested.rpartition(":")[0]
     return f"{host}:{port}"
+
+
+def _bind_error(address: str) -> OSError | None:
+    """Why ``address`` (``host:port``) cannot be bound, found by binding it plainly
+    (``OSError`` naming it), or None if it can be now."""
+    host, port = split_host_port(address)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, sockaddr in infos:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(sockaddr)
+    except OSError as error:
+        return OSError(error.errno, error.strerror, address)
+    return None
 
 
 def worker_handlers(service: WorkerService) -> grpc.GenericRpcHandler:
