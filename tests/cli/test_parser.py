@@ -168,6 +168,41 @@ class TestEnvironmentPerSubcommand:
         )
 
 
+class TestUnknownFlags:
+    @pytest.mark.parametrize(
+        ("args", "line"),
+        [
+            (
+                ["exporter", "--target-file", "t.yml"],
+                "wool-idle exporter: error: unrecognized arguments: --target-file t.yml "
+                "(did you mean --targets-file?)",
+            ),
+            (
+                ["autoscaler", "--max-idle", "1m", "--metric-url=http://e/metrics"],
+                "wool-idle autoscaler: error: unrecognized arguments: "
+                "--metric-url=http://e/metrics (did you mean --metrics-url?)",
+            ),
+            (
+                ["worker", "--bogus"],
+                "wool-idle worker: error: unrecognized arguments: --bogus",
+            ),
+        ],
+        ids=["close", "close_with_value", "nothing_close"],
+    )
+    def test_parse_args_unknown_flag_names_the_subcommand_and_likely_flag(
+        self, args: list[str], line: str, capsys
+    ) -> None:
+        """Given a misspelt flag, when parsed, then exit 2 with one line from the
+        subcommand in use (not the bare ``wool-idle``) naming the flag likely meant,
+        as an unknown variable does; with nothing close, no guess."""
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(args)
+        # Assert
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == line + "\n"
+
+
 class TestAliases:
     @pytest.mark.parametrize("command", [["exporter"], ["autoscaler", "--max-idle", "1m"]])
     @pytest.mark.parametrize(

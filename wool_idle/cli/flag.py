@@ -12,14 +12,28 @@ repeatable flag's a comma-separated list (see ``values``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from wool_idle.cli.values import Value, parse_bool, parse_list
 
 ENV_PREFIX: Final = "WOOL_IDLE_"
+FLAG_SIMILARITY: Final = 0.75
+"""How close (``difflib`` ratio) a flag must be to an unknown one to be suggested."""
 REQUIRED: Final[Any] = dataclasses.MISSING
 """The default of a flag that must be given (a settings field without default)."""
+
+
+def unrecognized(rest: Sequence[str], known: Collection[str]) -> str:
+    """The error for the arguments ``rest`` no flag took, with the flag of ``known``
+    likely meant by the first one that looks like a flag (``--target-file`` ->
+    ``--targets-file``), as an unknown variable has one."""
+    message = f"unrecognized arguments: {' '.join(rest)}"
+    given = next((arg.partition("=")[0] for arg in rest if arg.startswith("--")), None)
+    close = difflib.get_close_matches(given, known, n=1, cutoff=FLAG_SIMILARITY) if given else []
+    return f"{message} (did you mean {close[0]}?)" if close else message
 
 
 def environment_variable(option: str) -> str:

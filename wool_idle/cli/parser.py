@@ -25,7 +25,7 @@ from typing import Any, Final, NoReturn, TypeVar
 
 from wool_idle import __version__
 from wool_idle.cli.environment import unread_variables
-from wool_idle.cli.flag import REQUIRED, Flag, environment_variable
+from wool_idle.cli.flag import REQUIRED, Flag, environment_variable, unrecognized
 from wool_idle.cli.values import Value
 
 if typing.TYPE_CHECKING:
@@ -100,6 +100,8 @@ class Parser(argparse.ArgumentParser):
         """Parse the command line, then fill what it left out from the environment
         and the defaults. Subcommands run this for themselves only."""
         parsed, rest = super().parse_known_args(args, namespace)
+        if rest and not self.subcommands:  # a subcommand: its prog, the flag likely meant
+            self.error(unrecognized(rest, self._option_string_actions))
         if self.subcommands:
             self._refuse_unread_variables()
         waived = any(f.waives_required and hasattr(parsed, f.dest) for f in self.flags)
