@@ -55,3 +55,74 @@ class TestIdleCliInvalidValue:
         assert (result.returncode, result.stdout) == (5, "")
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert f"no idle value ({seconds!r}" in result.stderr
+
+
+class TestStopCliUnconditionalWorker:
+    @pytest.mark.parametrize(
+        ("seconds", "grace", "reason"),
+        [
+            (5.0, "30s", "idle 5.000s, required 600.000s"),
+            (math.nan, "30s", "idle nans, required 600.000s"),
+            (900.0, "0", "with --grace 0 a task arriving before the stop would be cancelled"),
+        ],
+        ids=["not_idle_enough", "no_idle_value", "grace_zero"],
+    )
+    async def test_stop_if_idle_for_on_a_worker_ignoring_it_is_held(
+        self, seconds: float, grace: str, reason: str
+    ) -> None:
+        """Given a worker whose idle reply says it ignores the conditional stop (as a
+        wool worker's does) and that is idle too briefly, has no idle value, or is
+        asked with grace 0, when `wool-idle stop --if-idle-for 10m` runs, then no stop
+        is sent (a wool worker would stop, busy or not) and it exits 3 with one line
+        saying why."""
+        # Arrange
+        worker = ScriptedWorker(seconds=seconds)
+        address = await worker.start()
+        args = ["stop", address, "--if-idle-for", "10m", "--grace", grace]
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, args)
+        finally:
+            await worker.close()
+        # Assert
+        assert result.returncode == 3
+        assert worker.stop_requests == []
+        assert result.stderr == (
+            f"wool-idle: {address} ignores --if-idle-for (a wool worker stops "
+            f"unconditionally): {reason}; not stopped\n"
+        )
+
+    async def test_stop_if_idle_for_on_a_worker_ignoring_it_idle_enough_stops(self) -> None:
+        """Given a worker that ignores the conditional stop and has been idle past
+        --if-idle-for, when `wool-idle stop --if-idle-for 10m` runs, then the stop is
+        sent with its grace, it exits 0, and one line says the window was open."""
+        # Arrange
+        worker = ScriptedWorker(seconds=900.0)
+        address = await worker.start()
+        # Act
+        try:
+            result = await asyncio.to_thread(
+                run_cli, ["stop", address, "--if-idle-for", "10m", "--grace", "30s"]
+            )
+        finally:
+            await worker.close()
+        # Assert
+        assert result.returncode == 0
+        assert [r.timeout for r in worker.stop_requests] == [30.0]
+        assert "idle 900.000s, stopping it" in result.stderr
+
+    async def test_stop_if_idle_for_on_a_worker_without_idle_is_held(self) -> None:
+        """Given a worker older than the idle RPC (wool < 0.15), when `wool-idle stop
+        --if-idle-for 10m` runs, then no stop is sent and it exits 3: the condition
+        cannot be checked."""
+        # Arrange
+        worker = ScriptedWorker(with_idle=False)
+        address = await worker.start()
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, ["stop", address, "--if-idle-for", "10m"])
+        finally:
+            await worker.close()
+        # Assert
+        assert result.returncode == 3
+        assert worker.stop_requests == []

@@ -31,6 +31,8 @@ EXIT_UNSUPPORTED: Final = 3
 """``idle``: the worker predates the idle RPC. ``stop``: the worker refused (not idle enough)."""
 EXIT_UNREACHABLE: Final = 4
 EXIT_RPC_ERROR: Final = 5
+IGNORES: Final = "ignores --if-idle-for (a wool worker stops unconditionally)"
+"""Said of a worker whose idle reply says it does not honour the conditional stop."""
 
 
 def register(parser: Parser) -> None:
@@ -108,19 +110,48 @@ def idle_command(args: argparse.Namespace) -> int:
 
 def stop_command(args: argparse.Namespace) -> int:
     """Stop a worker. Exit 0 once it has drained, 3 if it refused a conditional
-    stop (not idle long enough), 4 if it is unreachable, 5 on any other RPC error."""
+    stop (not idle long enough), 4 if it is unreachable, 5 on any other RPC error.
+    With --if-idle-for, a worker that ignores the condition (a wool worker; its idle
+    reply says so) is asked its idle time first: not idle long enough, or with a
+    grace of 0 (a task arriving meanwhile would be cancelled), it is not stopped
+    (exit 3); else it is stopped, saying that the window was open."""
     tls = client_tls(args.parser, args)
     timeout = args.timeout or stop_deadline(args.grace)
 
-    async def stop() -> None:
+    async def stop() -> str | None:
         async with WorkerConnection(args.target, tls=tls) as connection:
+            if args.if_idle_for is not None:
+                report = await connection.idle_report(timeout=timeout)
+                if not report.conditional_stop:
+                    held = _unconditional(report.seconds, args.if_idle_for, args.grace)
+                    if held is not None:
+                        return held
+                    print(
+                        f"wool-idle: {args.target} {IGNORES}: idle {report.seconds:.3f}s, "
+                        "stopping it (a task arriving meanwhile drains for --grace)",
+                        file=sys.stderr,
+                    )
             await connection.stop(args.grace, timeout=timeout, if_idle_for=args.if_idle_for)
+        return None
 
     try:
-        asyncio.run(stop())
+        held = asyncio.run(stop())
     except (IdleUnavailable, RpcError) as error:
         return _report(error)
+    if held is not None:
+        print(f"wool-idle: {args.target} {IGNORES}: {held}; not stopped", file=sys.stderr)
+        return EXIT_UNSUPPORTED
     return EXIT_OK
+
+
+def _unconditional(seconds: float, if_idle_for: float, grace: float) -> str | None:
+    """Why a worker that ignores the condition must not be stopped, or None: idle
+    ``seconds`` short of ``if_idle_for`` (or no idle value), or a ``grace`` of 0."""
+    if not valid_idle(seconds) or seconds < if_idle_for:
+        return f"idle {seconds:.3f}s, required {if_idle_for:.3f}s"
+    if grace == 0:
+        return "with --grace 0 a task arriving before the stop would be cancelled"
+    return None
 
 
 def _report(error: Exception) -> int:
