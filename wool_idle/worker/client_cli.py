@@ -121,7 +121,7 @@ def stop_command(args: argparse.Namespace) -> int:
     async def stop() -> str | None:
         async with WorkerConnection(args.target, tls=tls) as connection:
             if args.if_idle_for is not None:
-                report = await connection.idle_report(timeout=timeout)
+                report = await connection.idle_report(timeout=args.timeout or IDLE_TIMEOUT)
                 if not report.conditional_stop:
                     held = _unconditional(report.seconds, args.if_idle_for, args.grace)
                     if held is not None:
