@@ -20,6 +20,7 @@ import wool
 from support.wool_pools import WoolFleet, unique_namespace
 from wool.runtime.discovery.local import _short_hash
 
+from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, TooManyWorkers
 from wool_idle.discovery.drop import Dropper, DropResult, read_records
 from wool_idle.discovery.namespace_files import notify_path
 
@@ -94,6 +95,26 @@ class TestReadRecords:
         assert not Path("/dev/shm", _short_hash(namespace)).exists()
         assert not lock_path(namespace).exists()
         assert not notify_path(namespace).parent.exists()
+
+    async def test_read_records_room_over_the_limit_reads_no_record(self, namespace) -> None:
+        """Given a namespace whose owner stamped a capacity over MAX_WORKERS_FOLLOWED, with
+        a worker, when read, then TooManyWorkers before any record is read, and a drop
+        there is failed (nothing published)."""
+        # Arrange
+        address = "127.0.0.1:5001"
+        with wool.LocalDiscovery(namespace, capacity=MAX_WORKERS_FOLLOWED + 1):
+            async with wool.LocalDiscovery.Publisher(namespace) as publisher:
+                await publisher.publish(
+                    "worker-added",
+                    wool.WorkerMetadata(uid=uuid.uuid4(), address=address, pid=1, version="0"),
+                )
+                # Act
+                with pytest.raises(TooManyWorkers):
+                    read_records(namespace)
+                result = await noted(Dropper([namespace]), address).drop(address)
+                # Assert
+                assert result is DropResult.FAILED
+                assert await listed(namespace) == {address}
 
     async def test_read_records_skips_a_record_whose_block_is_gone(self, pools) -> None:
         """Given a namespace where a publisher left a slot whose block it unlinked (as a

@@ -16,9 +16,9 @@ from support.wool_namespaces import held, publishing, running
 from wool import LocalDiscovery
 from wool.runtime.discovery.local import _short_hash
 
-from wool_idle.discovery.attachment import FollowProblem
-from wool_idle.discovery.follow import WoolMissing, follower, require_wool
-from wool_idle.discovery.local import SHARED_MEMORY, segment_name
+from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, FollowProblem
+from wool_idle.discovery.follow import Follower, WoolMissing, follower, require_wool
+from wool_idle.discovery.local import SHARED_MEMORY, LocalAttachment, segment_name
 from wool_idle.discovery.spec import DiscoverySpec
 
 POLL = 0.1
@@ -190,6 +190,62 @@ class TestFollower:
             # Assert
             assert looped == (False, {"127.0.0.1:5001"})
             assert addresses(each) == set()
+
+    async def test_run_namespace_with_room_over_the_limit_is_not_read(
+        self, namespace: str, caplog
+    ) -> None:
+        """Given a namespace whose owner stamped a capacity over MAX_WORKERS_FOLLOWED (every
+        poll of wool's would read that many slots and every block listed), with a worker,
+        when followed over many polls, then it is never read: no worker, down, and
+        too_many_workers counted and logged once; when a new owner stamps a capacity
+        within the limit, its worker is followed."""
+        # Arrange
+        caplog.set_level(logging.WARNING, logger="wool_idle.discovery")
+        owner = LocalDiscovery(namespace, capacity=MAX_WORKERS_FOLLOWED + 1)
+        owner.__enter__()
+        try:
+            async with running(local(namespace)) as each, publishing(namespace) as publish:
+                await publish.add("127.0.0.1:5001")
+                # Act
+                await asyncio.sleep(10 * POLL)
+                flooded = (each.up, dict(each.records), each.errors.copy())
+        finally:
+            owner.__exit__(None, None, None)
+        async with held(namespace) as publish, running(local(namespace)) as each:
+            await publish.add("127.0.0.1:5002")
+            await settled(lambda: each.up and addresses(each) == {"127.0.0.1:5002"})
+        # Assert
+        assert flooded[:2] == (False, {})
+        assert flooded[2][FollowProblem.TOO_MANY_WORKERS] == 1
+        over = [r for r in caplog.records if "more than the 4096" in r.getMessage()]
+        assert len(over) == 1
+
+    async def test_run_workers_past_the_limit_keep_it_down_until_under(
+        self, namespace: str
+    ) -> None:
+        """Given a follower of at most 2 workers following a namespace with 2, when a
+        third worker is published, then the follower is down (its pools are incomplete)
+        over many polls, keeping the workers it knew, with too_many_workers counted once; when
+        a worker is dropped, it settles up again with the 2 left."""
+        # Arrange
+        spec = DiscoverySpec.parse(f"local:{namespace}")
+        attachment = LocalAttachment(namespace, poll_interval=POLL)
+        each = Follower(spec, attachment, retry_interval=POLL, max_workers=2)
+        async with held(namespace) as publish, running(each):
+            await publish.add("127.0.0.1:5001")
+            second = await publish.add("127.0.0.1:5002")
+            await settled(lambda: each.up and len(each.records) == 2)
+            # Act
+            await publish.add("127.0.0.1:5003")
+            await settled(lambda: not each.up)
+            await asyncio.sleep(10 * POLL)
+            over = (each.up, addresses(each), each.errors[FollowProblem.TOO_MANY_WORKERS])
+            await publish.drop(second)
+            await settled(lambda: each.up)
+            # Assert
+            assert (over[0], over[2]) == (False, 1)
+            assert {"127.0.0.1:5001", "127.0.0.1:5002"} <= over[1]  # the last known, kept
+            assert addresses(each) == {"127.0.0.1:5001", "127.0.0.1:5003"}
 
     async def test_run_lan_interface_not_up_is_failed_not_fatal(self, monkeypatch) -> None:
         """Given LAN discovery restricted to an address no interface has, when followed,

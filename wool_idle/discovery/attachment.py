@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+MAX_WORKERS_FOLLOWED: Final = 4096
+"""Workers one discovery may list (a ``local`` namespace: the capacity its owner
+stamped) for it to be followed. Every poll reads every record on the event loop that
+serves the scrapes (wool's scan of 20,000 blocked it some 2.5 s a poll), and every
+record is a target probed on every scrape; a namespace listing more is a fault or an
+attack, and is not followed (``too_many_workers``)."""
 
 
 class FollowProblem(StrEnum):
@@ -32,6 +39,12 @@ class FollowProblem(StrEnum):
     """A record's tags or version are not valid UTF-8 (a LAN record's JSON can escape a
     lone surrogate): no label can carry them, and one such label would fail every
     scrape. That worker is skipped (logged once per record), never dialled."""
+    TOO_MANY_WORKERS = "too_many_workers"
+    """The discovery lists (or, ``local``, has room for) more than ``MAX_WORKERS_FOLLOWED``
+    workers: it is not read (logged and counted once each time it goes over); which
+    pools are complete is unknown, so it counts as down (the last known workers are
+    kept, and their idle values withheld past the grace) until it is back under the
+    limit for a whole settle time."""
     DUPLICATE_ADDRESS = "duplicate_address"
     """Records of different pools (tags, or namespaces across discoveries) share an
     address (a stopped worker's record left beside a new worker on its port): which
@@ -41,6 +54,13 @@ class FollowProblem(StrEnum):
 
 class NamespaceMissing(LookupError):
     """The namespace to attach to does not exist."""
+
+
+class TooManyWorkers(Exception):
+    """The discovery lists more workers than may be followed."""
+
+    def __init__(self, listed: int, limit: int) -> None:
+        super().__init__(f"it lists {listed} workers, more than the {limit} followed at most")
 
 
 class Attachment(Protocol):

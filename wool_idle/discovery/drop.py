@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED
+from wool_idle.discovery.local import check_capacity
 from wool_idle.discovery.namespace_files import (
     check_lock,
     lock_path,
@@ -91,11 +93,13 @@ class PublishedRecord:
 def read_records(namespace: str) -> list[PublishedRecord]:
     """The records of a ``LocalDiscovery`` namespace, read without owning it.
 
-    ``FileNotFoundError`` if the namespace does not exist. A record whose block
-    is gone (its publisher was killed) or does not decode is skipped.
+    ``FileNotFoundError`` if the namespace does not exist; ``TooManyWorkers`` (before
+    reading a record) if it has room for more than ``MAX_WORKERS_FOLLOWED``. A record
+    whose block is gone (its publisher was killed) or does not decode is skipped.
     """
     from wool.runtime.discovery import local
 
+    check_capacity(namespace, MAX_WORKERS_FOLLOWED)
     with local._shared_memory(local._short_hash(namespace)) as segment:
         uids = [
             uuid.UUID(bytes=slot)

@@ -13,6 +13,8 @@ is a change. It never stops for its input:
   withholds their idle values once that lasts: see ``exporter.discovered``);
 - a new subscription replays every live worker; a worker kept from before
   that it has not announced within its settle time has gone, and is dropped;
+- a discovery listing over ``max_workers`` is not read (``too_many_workers``): the
+  follower is down, whatever it announces, until a subscription settles under it;
 - a record whose address is not a worker address, or whose tags or version are
   not valid UTF-8, is skipped, logged once and counted once per record (not per
   poll).
@@ -32,7 +34,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from wool_idle.discovery.attachment import Attachment, FollowProblem
+from wool_idle.discovery.attachment import (
+    MAX_WORKERS_FOLLOWED,
+    Attachment,
+    FollowProblem,
+    TooManyWorkers,
+)
 from wool_idle.discovery.lan import LanAttachment
 from wool_idle.discovery.local import LocalAttachment
 from wool_idle.discovery.records import InvalidRecord, WorkerRecord
@@ -84,8 +91,11 @@ class Follower:
         *,
         retry_interval: float,
         on_change: Callable[[], None] | None = None,
+        max_workers: int = MAX_WORKERS_FOLLOWED,
     ) -> None:
         self.spec = spec
+        self.max_workers = max_workers
+        self._over_limit = False
         self.up = False
         self.down_since: float | None = time.monotonic()
         self.errors: Counter[FollowProblem] = Counter({problem: 0 for problem in FollowProblem})
@@ -145,14 +155,17 @@ class Follower:
             self._apply(event.type, event.metadata, seen)
 
     def _apply(self, kind: str, metadata: Any, seen: set[str]) -> None:
-        """Take in one of wool's events (``worker-added|updated|dropped``)."""
-        self._working()
+        """Take in one of wool's events; ``TooManyWorkers`` past ``max_workers``."""
+        if not self._over_limit:
+            self._working()
         uid = str(metadata.uid)
         if kind == "worker-dropped":
             seen.discard(uid)
             self._rejected.pop(uid, None)
             self._forget(uid)
             return
+        if uid not in seen and len(seen) >= self.max_workers:
+            raise TooManyWorkers(len(seen) + 1, self.max_workers)
         seen.add(uid)
         try:
             record = WorkerRecord.from_metadata(metadata)
@@ -186,6 +199,7 @@ class Follower:
             self._forget(uid)
         for uid in [uid for uid in self._rejected if uid not in seen]:
             del self._rejected[uid]
+        self._over_limit = False
         self._working()
 
     def _working(self) -> None:
@@ -197,7 +211,11 @@ class Follower:
         self._logged = None
 
     def _failed(self, error: BaseException) -> None:
-        problem = self._attachment.problem(error)
+        over = isinstance(error, TooManyWorkers)
+        problem = FollowProblem.TOO_MANY_WORKERS if over else self._attachment.problem(error)
+        if over and self._over_limit:
+            return  # counted and logged once each time it goes over
+        self._over_limit = over
         if self.down_since is None:
             self.down_since = time.monotonic()
         self.up = False
@@ -226,4 +244,6 @@ def _explain(problem: FollowProblem, error: BaseException) -> str:
             f"a worker's record is gone ({error}): its publisher was killed; wool cannot "
             "read the namespace until that worker is dropped; keeping the last known workers"
         )
+    if problem is FollowProblem.TOO_MANY_WORKERS:
+        return f"not followed: {error} (MAX_WORKERS_FOLLOWED); keeping the last known workers"
     return f"the subscription failed ({error!r}); keeping the last known workers"

@@ -12,6 +12,10 @@ Facts of wool 0.15 this relies on:
   attached to it, while a newcomer creates a new one under the same name. So
   the segment's inode (``/dev/shm/<name>`` on Linux) is watched, and the
   subscription made again when it changes.
+- The owner stamps the segment's capacity (``WLD1`` and a little-endian u32) in its
+  first 8 bytes; wool's every read goes through that many slots and opens the block
+  of each worker listed, so a capacity over ``MAX_WORKERS_FOLLOWED`` is refused
+  before wool reads anything (``capacity``), and while a subscription runs.
 - A worker whose publisher was killed leaves its slot behind and its record
   block unlinked: every read of the namespace then fails with
   ``FileNotFoundError`` naming that block, until someone drops the worker.
@@ -22,10 +26,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import struct
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from wool_idle.discovery.attachment import FollowProblem, NamespaceMissing
+from wool_idle.discovery.attachment import (
+    MAX_WORKERS_FOLLOWED,
+    FollowProblem,
+    NamespaceMissing,
+    TooManyWorkers,
+)
 
 SHARED_MEMORY: Final = "/dev/shm"
 """Where POSIX shared memory segments show as files (Linux)."""
@@ -46,12 +56,39 @@ def segment_inode(namespace: str) -> int | None:
         return None
 
 
+def capacity(namespace: str) -> int | None:
+    """The capacity stamped in the namespace's segment (0 if not stamped yet), or None
+    when the namespace does not exist. Read without mapping it, never blocking."""
+    path = os.path.join(SHARED_MEMORY, segment_name(namespace))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        header = os.pread(fd, 8, 0)
+    finally:
+        os.close(fd)
+    if len(header) < 8 or header[:4] != b"WLD1":
+        return 0
+    stamped: int = struct.unpack_from("<I", header, 4)[0]
+    return stamped
+
+
+def check_capacity(namespace: str, limit: int) -> None:
+    """``TooManyWorkers`` if the namespace has room for more than ``limit`` workers."""
+    if (room := capacity(namespace) or 0) > limit:
+        raise TooManyWorkers(room, limit)
+
+
 class LocalAttachment:
     """Subscriptions to one ``LocalDiscovery`` namespace, polling every ``poll_interval``."""
 
-    def __init__(self, namespace: str, *, poll_interval: float) -> None:
+    def __init__(
+        self, namespace: str, *, poll_interval: float, max_workers: int = MAX_WORKERS_FOLLOWED
+    ) -> None:
         self.namespace = namespace
         self.poll_interval = poll_interval
+        self.max_workers = max_workers
         self._inode: int | None = None
 
     @property
@@ -60,10 +97,12 @@ class LocalAttachment:
         return 2 * self.poll_interval
 
     def attach(self) -> None:
-        """Remember the segment's inode; ``NamespaceMissing`` when there is no segment."""
+        """Remember the segment's inode; ``NamespaceMissing`` when there is no segment,
+        ``TooManyWorkers`` when its capacity is over ``max_workers``."""
         self._inode = segment_inode(self.namespace)
         if self._inode is None:
             raise NamespaceMissing(self.namespace)
+        check_capacity(self.namespace, self.max_workers)
 
     def subscribe(self) -> AsyncIterator[Any]:
         """wool's polling subscriber of the namespace (never entering ``LocalDiscovery``)."""
@@ -75,8 +114,12 @@ class LocalAttachment:
         return subscriber
 
     def detached(self) -> bool:
-        """Whether the segment was unlinked or replaced since ``attach``."""
-        return segment_inode(self.namespace) != self._inode
+        """Whether the segment was unlinked or replaced since ``attach``;
+        ``TooManyWorkers`` when its capacity was raised over ``max_workers``."""
+        if segment_inode(self.namespace) != self._inode:
+            return True
+        check_capacity(self.namespace, self.max_workers)
+        return False
 
     def problem(self, error: BaseException) -> FollowProblem:
         """A missing segment is ``namespace_missing``; a missing record block ``stale_record``."""
