@@ -466,3 +466,47 @@ class TestDiscoveredExporter:
         assert ("wool_worker_idle_seconds", labels) not in probed
         assert probed[("wool_worker_up", labels)] == 1
         assert ("wool_worker_idle_seconds", labels) in again
+
+    async def test_metrics_worker_moved_to_another_pool_withheld_until_it_holds_still(
+        self, aiohttp_client, namespace: str, start_server
+    ) -> None:
+        """Given a followed namespace with a real worker tagged cold, when its record is
+        re-published tagged hot (a record flipping pools: counted in one pool's floor,
+        it could be in the other the next moment), then it is probed (up 1) under its new
+        labels but its idle value is withheld (discovery_down); once its pool has held
+        still for the grace, its idle series is back."""
+        # Arrange
+        worker = await start_server()
+        targets = TargetSet()
+        spec = DiscoverySpec.parse(f"local:{namespace}")
+        discovered = DiscoveredTargets([spec], targets, poll_interval=POLL, grace=1.0)
+        prober = Prober(tls=None, timeout=5.0, concurrency=8)
+        registry = CollectorRegistry(auto_describe=False)
+        client = await aiohttp_client(create_app(targets, prober, registry, ExporterSettings()))
+        cold, hot = (
+            frozenset({("worker", worker.address), ("wool_namespace", namespace), ("wool_tags", t)})
+            for t in ("cold", "hot")
+        )
+        task = asyncio.ensure_future(discovered.run())
+        try:
+            async with held(namespace) as publish:
+                uid = await publish.add(worker.address, tags=("cold",))
+                await settled(lambda: len(targets.discovered) == 1)
+                before = samples(await text(client, "/metrics"))
+                # Act
+                await publish.add(worker.address, tags=("hot",), uid=uid)
+                await settled(lambda: dict(targets.discovered[0].labels)["wool_tags"] == "hot")
+                moved = samples(await text(client, "/metrics"))
+                await settled(lambda: not targets.discovered[0].pool_unknown)
+                still = samples(await text(client, "/metrics"))
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await prober.close()
+        # Assert
+        assert ("wool_worker_idle_seconds", cold) in before
+        assert ("wool_worker_idle_seconds", hot) not in moved
+        assert moved[("wool_worker_up", hot)] == 1
+        withheld = ("wool_exporter_probe_errors_total", frozenset({("reason", "discovery_down")}))
+        assert moved[withheld] == 1
+        assert ("wool_worker_idle_seconds", hot) in still

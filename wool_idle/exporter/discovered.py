@@ -9,7 +9,8 @@ the records agree on its labels (namespace and tags; the first record of a disco
 read gives the info series), and none when they disagree (``apply``). A worker kept
 only by discoveries down for more than ``DISCOVERY_DOWN_GRACE`` is still probed, but
 its pool is unknown: its idle value is withheld (``Target.pool_unknown``, reason
-``discovery_down``) until one of them reads again. The exporter's own series, per
+``discovery_down``) until one of them reads again; so is a worker whose pool changed
+within that grace (``regrouped``). The exporter's own series, per
 discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
 ``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
 (the reasons are ``FollowProblem``).
@@ -42,6 +43,7 @@ from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.follow import Follower, follower
 from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exporter.regrouped import Regroupings
 from wool_idle.exporter.targets import Target, TargetSet
 
 log = logging.getLogger("wool_idle.discovery")
@@ -102,6 +104,7 @@ class DiscoveredTargets:
         self._scheduled = False
         self._contested: set[str] = set()
         self._lapsed: frozenset[Follower] = frozenset()
+        self._regroupings = Regroupings(grace, wake=self._schedule_in)
 
     async def run(self) -> None:
         """Follow every discovery until cancelled."""
@@ -121,6 +124,9 @@ class DiscoveredTargets:
             for each in self.followers
             if each.down_since is not None and now - each.down_since >= self._grace
         )
+
+    def _schedule_in(self, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self._schedule)
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -161,13 +167,8 @@ class DiscoveredTargets:
             )
         self._contested = contested
         self._lapsed = lapsed
-        self.targets.set_discovered(
-            [
-                _target(found, lapsed)
-                for address, found in claims.items()
-                if address not in contested
-            ]
-        )
+        kept = [_target(found, lapsed) for a, found in claims.items() if a not in contested]
+        self.targets.set_discovered(self._regroupings.mark(kept, time.monotonic()))
 
     def _log_lapses(self, lapsed: frozenset[Follower]) -> None:
         """Log each discovery with kept workers that just passed the grace down (its

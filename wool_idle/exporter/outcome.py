@@ -80,9 +80,10 @@ class ErrorReason(StrEnum):
     (``PEER_CODES``). Also any status made of a bare HTTP status (never up)."""
     DISCOVERY_DOWN = "discovery_down"
     """The worker answered a valid value, withheld: it is known only from wool
-    discoveries down past their grace (``Target.pool_unknown``), so the pool its labels
-    name may no longer be the one answering at its address (a new worker of another
-    pool can start on a dead worker's port)."""
+    discoveries down past their grace, or its pool changed within it
+    (``Target.pool_unknown``), so the pool its labels name may no longer be the one
+    answering at its address (a new worker of another pool can start on a dead
+    worker's port, a record can flip its tags)."""
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,9 @@ class Target:
     """Whether a discovered worker's record says it serves TLS; None when nothing
     says (flags and files: TLS exactly when client TLS is configured)."""
     pool_unknown: bool = False
-    """A discovered worker kept only by discoveries down past their grace (see
-    ``discovered``): which pool answers at its address is unknown, so its idle value
-    is withheld (reason ``discovery_down``)."""
+    """A discovered worker kept only by discoveries down past their grace, or whose
+    pool changed within it (see ``discovered``): which pool answers at its address is
+    unknown, so its idle value is withheld (reason ``discovery_down``)."""
     _label_dict: dict[str, str] = field(init=False, repr=False, compare=False)
     _info_dict: dict[str, str] = field(init=False, repr=False, compare=False)
 

@@ -1,0 +1,61 @@
+"""Which discovered workers had their pool change lately (times passed in, no clock)."""
+
+from __future__ import annotations
+
+from wool_idle.exporter.regrouped import Regroupings
+from wool_idle.exporter.targets import Target
+
+A = "127.0.0.1:5001"
+
+
+def target(tags: str) -> Target:
+    return Target(A, (("wool_namespace", "prod"), ("wool_tags", tags)))
+
+
+class TestRegroupings:
+    def test_mark_first_sighting_and_same_pool_are_not_held(self) -> None:
+        """Given a worker seen for the first time, then again in the same pool, then its
+        pool is known both times and no re-apply is asked for."""
+        # Arrange
+        wakes: list[float] = []
+        regroupings = Regroupings(10.0, wake=wakes.append)
+        # Act
+        first = regroupings.mark([target("hot")], now=100.0)
+        again = regroupings.mark([target("hot")], now=101.0)
+        # Assert
+        assert [t.pool_unknown for t in first + again] == [False, False]
+        assert wakes == []
+
+    def test_mark_moved_is_held_until_it_holds_still(self) -> None:
+        """Given a worker in pool hot, when it moves to cold and back within the grace,
+        then it is held each time (a re-apply asked for after the grace), and known again
+        only once the grace has passed since its last move."""
+        # Arrange
+        wakes: list[float] = []
+        regroupings = Regroupings(10.0, wake=wakes.append)
+        regroupings.mark([target("hot")], now=100.0)
+        # Act
+        moved = regroupings.mark([target("cold")], now=101.0)
+        back = regroupings.mark([target("hot")], now=105.0)
+        within = regroupings.mark([target("hot")], now=114.0)
+        still = regroupings.mark([target("hot")], now=115.0)
+        # Assert
+        assert [t.pool_unknown for t in moved + back + within + still] == [True] * 3 + [False]
+        assert wakes == [10.0, 10.0]
+
+    def test_mark_gone_and_back_in_another_pool_within_the_grace_is_held(self) -> None:
+        """Given a worker in pool hot, when its address goes unlisted and comes back in
+        pool cold within the grace, then it is held; after a gap longer than the grace,
+        it is new again and not held."""
+        # Arrange
+        regroupings = Regroupings(10.0, wake=lambda _: None)
+        regroupings.mark([target("hot")], now=100.0)
+        regroupings.mark([], now=101.0)
+        # Act
+        back = regroupings.mark([target("cold")], now=105.0)
+        regroupings.mark([], now=106.0)
+        regroupings.mark([], now=120.0)  # gone for longer than the grace: forgotten
+        later = regroupings.mark([target("hot")], now=121.0)
+        # Assert
+        assert back[0].pool_unknown
+        assert not later[0].pool_unknown
