@@ -6,12 +6,15 @@ import asyncio
 import logging
 import math
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.http2 import REFUSED_STREAM, PlainHttp2Server
+from support.processes import spawn_cli
 from support.raw import UNDECODABLE, RawWorker
 from support.scripted import ScriptedWorker
 from support.tasks import (
@@ -570,3 +573,49 @@ class TestContractHelpers:
     def test_stop_deadline_exceeds_grace(self, grace: float, deadline: float | None) -> None:
         """Given a grace, then the stop RPC's deadline lies past the drain (none if unbounded)."""
         assert stop_deadline(grace) == deadline
+
+
+@pytest.fixture
+def worker_process() -> Iterator[str]:
+    """A real ``wool-idle worker`` subprocess on loopback; its address."""
+    process = spawn_cli(["worker", "--listen", "127.0.0.1:0"])
+    assert process.stdout is not None
+    address = process.stdout.readline().strip()
+    try:
+        assert address, "the worker printed no address"
+        yield address
+    finally:
+        process.kill()
+        process.communicate()
+
+
+class TestWorkerConnectionAcrossLoops:
+    def test_idle_time_in_a_second_asyncio_run(self, worker_process: str) -> None:
+        """Given a connection used under one asyncio.run and not closed, when it is used
+        under a second asyncio.run, then it answers (it reused the first loop's
+        channel, whose loop was closed: RuntimeError 'Event loop is closed')."""
+        # Arrange
+        connection = WorkerConnection(worker_process)
+        first = asyncio.run(connection.idle_time(timeout=10))
+        # Act
+        second = asyncio.run(connection.idle_time(timeout=10))
+        # Assert
+        assert valid_idle(first) and valid_idle(second)
+
+    def test_idle_time_from_two_threads_at_once(self, worker_process: str) -> None:
+        """Given one connection, when the event loops of two threads call idle on it
+        at once, then every call answers (each loop got the other's channel:
+        RuntimeError 'attached to a different loop')."""
+        # Arrange
+        connection = WorkerConnection(worker_process)
+
+        async def calls() -> list[float]:
+            async with connection:
+                return [await connection.idle_time(timeout=10) for _ in range(50)]
+
+        # Act
+        with ThreadPoolExecutor(2) as threads:
+            answers = list(threads.map(lambda _: asyncio.run(calls()), range(2)))
+        # Assert
+        assert all(valid_idle(seconds) for thread in answers for seconds in thread)
+        assert [len(thread) for thread in answers] == [50, 50]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -65,8 +67,12 @@ class WorkerConnection:
 
     The channel is taken from the running loop's pool on first use and given
     back by ``close`` (or leaving ``async with``) once the calls in flight on
-    it have finished. When the pool says the channel is outdated (its TLS files
-    changed), the next call moves to a fresh one. Failed calls raise the
+    it have finished. Each event loop that uses the connection has its own
+    channel (a gRPC channel works on the loop that made it only), so one
+    connection serves ``asyncio.run`` after ``asyncio.run``, or loops of several
+    threads at once; ``close`` gives back the running loop's. When the pool
+    says the channel is outdated (its TLS files changed), the next call moves
+    to a fresh one. Failed calls raise the
     errors of ``wool_idle.exceptions``; a reply that does not decode is a
     ``MalformedReply``. A call raises ``OSError`` naming the file if the TLS
     files were never loadable (later bad files keep the last good ones).
@@ -81,8 +87,9 @@ class WorkerConnection:
     ) -> None:
         self.target = parse_address(target)
         self.key = ChannelKey(self.target, tls, tuple(options))
-        self._stubs: Stubs | None = None
-        self._pool: ChannelPool | None = None
+        self._stubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Stubs] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def __aenter__(self) -> WorkerConnection:
         return self
@@ -92,29 +99,31 @@ class WorkerConnection:
 
     @contextlib.asynccontextmanager
     async def _call(self) -> AsyncIterator[Stubs]:
-        """The current channel's stubs, held for the duration of one call."""
-        if self._pool is None:
-            self._pool = pool()
-        stubs = self._stubs
-        if stubs is None or not self._pool.current(self.key, stubs.channel):
-            await self._pool.look_again(self.key)
-            self._stubs = Stubs(self._pool.acquire(self.key))
+        """The running loop's current channel's stubs, held for the duration of one call."""
+        loop = asyncio.get_running_loop()
+        for other in [other for other in self._stubs if other.is_closed()]:
+            del self._stubs[other]  # its channel went with its loop
+        channels = pool()
+        stubs = self._stubs.get(loop)
+        if stubs is None or not channels.current(self.key, stubs.channel):
+            await channels.look_again(self.key)
+            fresh = self._stubs[loop] = Stubs(channels.acquire(self.key))
             if stubs is not None:
-                await self._retire(stubs)
-            stubs = self._stubs
+                await self._retire(channels, stubs)
+            stubs = fresh
         stubs.calls += 1
         try:
             yield stubs
         finally:
             stubs.calls -= 1
-            if stubs is not self._stubs:
-                await self._retire(stubs)
+            if stubs is not self._stubs.get(loop):
+                await self._retire(channels, stubs)
 
-    async def _retire(self, stubs: Stubs) -> None:
-        """Give back a channel this connection no longer uses, once idle."""
-        if stubs.calls == 0 and not stubs.released and self._pool is not None:
+    async def _retire(self, channels: ChannelPool, stubs: Stubs) -> None:
+        """Give back to ``channels`` a channel this connection no longer uses, once idle."""
+        if stubs.calls == 0 and not stubs.released:
             stubs.released = True
-            await self._pool.release(self.key, stubs.channel)
+            await channels.release(self.key, stubs.channel)
 
     async def idle_report(self, timeout: float | None = None) -> IdleReport:
         """Ask the worker's idle RPC: its idle seconds and whether it honours the
@@ -210,8 +219,8 @@ class WorkerConnection:
         return result
 
     async def close(self) -> None:
-        """Give the channel back to the pool once its calls in flight are done;
-        the connection may be used again later."""
-        stubs, self._stubs = self._stubs, None
+        """Give the running loop's channel back to its pool once its calls in flight
+        are done; the connection may be used again later."""
+        stubs = self._stubs.pop(asyncio.get_running_loop(), None)
         if stubs is not None:
-            await self._retire(stubs)
+            await self._retire(pool(), stubs)
