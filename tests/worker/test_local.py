@@ -12,6 +12,7 @@ from support import tasks
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.worker import LocalWorker, WorkerConnection
 from wool_idle.worker.channels import ChannelKey, pool
+from wool_idle.worker.process import kill_and_reap
 
 
 class TestWorker:
@@ -103,3 +104,59 @@ class TestLocalWorker:
         # Assert
         assert answered
         assert call.result() == 2**20
+
+    async def test_start_twice_raises_and_first_worker_stops(self) -> None:
+        """Given a started LocalWorker, when start is called again, then RuntimeError
+        and stop still stops the first process (a second start spawned a second
+        worker in its place: the first ran on, with no one to stop it)."""
+        # Arrange
+        worker = LocalWorker()
+        await worker.start()
+        first = worker.process
+        try:
+            # Act
+            with pytest.raises(RuntimeError, match="started already"):
+                await worker.start()
+            await worker.stop(grace=1.0)
+        finally:
+            assert first is not None
+            await kill_and_reap(first)
+            await worker.kill()
+        # Assert
+        assert worker.process is first
+        assert first.returncode == 0
+
+    async def test_start_while_starting_raises(self) -> None:
+        """Given a LocalWorker whose start is under way, when start is called again,
+        then RuntimeError and one process serves."""
+        # Arrange
+        worker = LocalWorker()
+        starting = asyncio.ensure_future(worker.start())
+        await asyncio.sleep(0)
+        try:
+            # Act
+            with pytest.raises(RuntimeError, match="started already"):
+                await worker.start()
+            address = await starting
+        finally:
+            await asyncio.gather(starting, return_exceptions=True)
+            await worker.kill()
+        # Assert
+        assert address == worker.address
+
+    @pytest.mark.parametrize("started", [False, True])
+    async def test_stop_before_start_returned_raises_runtime_error(self, started: bool) -> None:
+        """Given a LocalWorker not started, or whose start is under way, when stop is
+        awaited, then RuntimeError saying it is not started (it was a ValueError
+        about the invalid address '')."""
+        # Arrange
+        worker = LocalWorker()
+        starting = asyncio.ensure_future(worker.start() if started else asyncio.sleep(0))
+        await asyncio.sleep(0)
+        try:
+            # Act / Assert
+            with pytest.raises(RuntimeError, match="not started"):
+                await worker.stop(grace=1.0)
+        finally:
+            await asyncio.gather(starting, return_exceptions=True)
+            await worker.kill()

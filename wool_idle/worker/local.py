@@ -67,7 +67,8 @@ class LocalWorker(Worker):
     dropped: a pipe nobody reads fills, and the next write blocks the worker);
     ``stop`` goes through ``WorkerConnection.stop``, releases the pooled
     channel even when the stop RPC raises (the error propagates and the
-    process is left to ``kill``), and otherwise reaps the process.
+    process is left to ``kill``), and otherwise reaps the process; before
+    ``start`` has returned an address it raises ``RuntimeError``.
     """
 
     def __init__(
@@ -84,21 +85,33 @@ class LocalWorker(Worker):
         self.log_file = log_file
         self.process: asyncio.subprocess.Process | None = None
         self._output: asyncio.Future[None] | None = None
+        self._starting = False
 
     async def start(self) -> str:
         """Spawn the worker process and return its address once it serves.
 
         ``TimeoutError`` or ``RuntimeError`` if it does not get ready (it is
-        then killed; see ``spawn_ready``)."""
-        ready = await spawn_ready(
-            ["worker", "--listen", self.listen, *self.extra_args], stderr=self.log_file
-        )
+        then killed; see ``spawn_ready``). ``RuntimeError`` at once while it is
+        starting or its process runs: a second process would take the place of
+        the first, which would run on with no one to stop it. Once the process
+        has exited, ``start`` spawns a new one."""
+        if self._starting or (self.process is not None and self.process.returncode is None):
+            raise RuntimeError(f"worker {self.address or self.listen} is started already")
+        self._starting = True
+        try:
+            ready = await spawn_ready(
+                ["worker", "--listen", self.listen, *self.extra_args], stderr=self.log_file
+            )
+        finally:
+            self._starting = False
         self.process = ready.process
         self.address = ready.line
         self._output = asyncio.ensure_future(_discard(ready.process.stdout))
         return self.address
 
     async def _stop(self, grace: float) -> None:
+        if not self.address:
+            raise RuntimeError(f"worker {self.listen} has no address to stop: not started yet")
         connection = WorkerConnection(self.address, tls=self.tls)
         try:
             await connection.stop(grace, timeout=stop_deadline(grace))
