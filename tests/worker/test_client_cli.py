@@ -126,3 +126,15 @@ class TestStopCliUnconditionalWorker:
         # Assert
         assert result.returncode == 3
         assert worker.stop_requests == []
+
+
+class TestStopCliTimeout:
+    def test_stop_timeout_not_past_grace_exits_2(self) -> None:
+        """Given --timeout no longer than --grace, when `wool-idle stop` runs, then it
+        exits 2 naming --timeout before any call (the deadline ran out while the
+        worker drained: exit 4, unreachable, for a worker that was stopping)."""
+        # Act
+        result = run_cli(["stop", "127.0.0.1:1", "--grace", "30s", "--timeout", "5s"])
+        # Assert
+        assert result.returncode == 2
+        assert "--timeout" in result.stderr and "--grace" in result.stderr

@@ -23,7 +23,9 @@ from support.tasks import (
     echo,
     outcome_exiting_when_unpickled,
     sized,
+    sleep_for,
 )
+from support.waiting import eventually_async
 
 from wool_idle.contract import stop_deadline, valid_idle
 from wool_idle.exceptions import (
@@ -269,6 +271,26 @@ class TestWorkerConnection:
         # Assert
         assert worker.stop_requests == []
 
+    @pytest.mark.parametrize(("grace", "timeout"), [(30.0, 5.0), (5.0, 5.0), (1.0, 0.5)])
+    async def test_stop_timeout_not_past_grace_raises(
+        self, start_server, grace: float, timeout: float
+    ) -> None:
+        """Given a real worker with a task in flight, when stop is given a timeout that
+        does not exceed its grace, then ValueError before any call and the worker
+        keeps serving (the worker answers once drained: the deadline ran out first,
+        a TransientRpcError that read as an unreachable worker while it stopped)."""
+        # Arrange
+        server = await start_server()
+        async with WorkerConnection(server.address) as connection:
+            call = asyncio.ensure_future(connection.dispatch(sleep_for, 0.5))
+            assert await eventually_async(lambda: len(server.service.in_flight) == 1)
+            # Act
+            with pytest.raises(ValueError, match="must exceed grace"):
+                await connection.stop(grace, timeout=timeout)
+            await call
+        # Assert
+        assert not server.service.stopping.is_set()
+
     @pytest.mark.parametrize("if_idle_for", [math.nan, math.inf, -math.inf, -1.0, 10**400])
     async def test_stop_condition_out_of_range_raises(self, scripted, if_idle_for) -> None:
         """Given an if_idle_for that is not a finite number >= 0, when stop is awaited
@@ -401,7 +423,10 @@ class TestUndecodableReplies:
         ):
             # Act
             with pytest.raises(MalformedReply) as raised:
-                await getattr(connection, method)(timeout=5)
+                if method == "stop":
+                    await connection.stop(1.0, timeout=5)
+                else:
+                    await connection.idle_time(timeout=5)
         # Assert
         assert "a status OK without a message" in str(raised.value)
         assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []

@@ -75,7 +75,7 @@ def register(parser: Parser) -> None:
     rpc.add(
         "--timeout",
         POSITIVE_DURATION,
-        "deadline of the stop RPC (default: grace + 10s)",
+        "deadline of the stop RPC, past --grace (default: grace + 10s)",
         default=None,
         environment=False,
     )
@@ -116,6 +116,10 @@ def stop_command(args: argparse.Namespace) -> int:
     grace of 0 (a task arriving meanwhile would be cancelled), it is not stopped
     (exit 3); else it is stopped, saying that the window was open."""
     tls = client_tls(args.parser, args)
+    if args.timeout is not None and args.grace >= 0 and args.timeout <= args.grace:
+        args.parser.error(
+            "argument --timeout: must exceed --grace (the worker answers once drained)"
+        )
     timeout = args.timeout or stop_deadline(args.grace)
 
     async def stop() -> str | None:

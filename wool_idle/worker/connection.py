@@ -164,9 +164,12 @@ class WorkerConnection:
         ``if_idle_for``, our worker refuses (``StopRefused``) unless it has been
         idle at least that long; a wool worker ignores the condition (see
         ``IdleReport.conditional_stop``). ``timeout`` is the call's deadline
-        and must exceed a non-negative grace. ``ValueError`` before any call for
-        a NaN grace or one that is 0 as the wire's 32-bit float (``-1e-50``):
-        a worker might cancel in-flight tasks at once; for an integer grace
+        and must exceed a non-negative grace (``ValueError`` before any call
+        otherwise: the worker answers once drained, and a deadline that ran out
+        first would be a ``TransientRpcError``, read as an unreachable worker
+        while it stops). ``ValueError`` before any call for a NaN grace or one
+        that is 0 as the wire's 32-bit float (``-1e-50``): a worker might
+        cancel in-flight tasks at once; for an integer grace
         too large for any float (``10**400``); and for an ``if_idle_for`` that is
         not a finite number >= 0 (our worker would refuse it as an invalid
         argument).
@@ -178,6 +181,11 @@ class WorkerConnection:
             raise ValueError(f"grace {grace!r} is too large for a float") from None
         if math.isnan(grace) or (request.timeout == 0) != (grace == 0):
             raise ValueError(f"grace {grace!r} has no meaning as a 32-bit float on the wire")
+        if deadline is not None and grace >= 0 and deadline <= grace:
+            raise ValueError(
+                f"timeout {timeout!r} must exceed grace {grace!r}: the worker answers "
+                "once drained (see contract.stop_deadline)"
+            )
         if if_idle_for is not None:
             request.if_idle_for = _condition(if_idle_for)
         async with self._call() as stubs:
