@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import warnings
 from pathlib import Path
 
+import grpc
 import pytest
 from support import tasks
+from support.tls import TlsMaterial
 
-from wool_idle.exceptions import TransientRpcError
-from wool_idle.worker import LocalWorker, WorkerConnection
+from wool_idle.exceptions import RpcError
+from wool_idle.worker import ClientTls, LocalWorker, WorkerConnection
 from wool_idle.worker.channels import ChannelKey, pool
 from wool_idle.worker.process import kill_and_reap
 
@@ -56,19 +59,63 @@ class TestWorker:
 
 
 class TestLocalWorker:
-    async def test_stop_rpc_error_propagates_and_channel_released(self) -> None:
-        """Given a started worker whose stop RPC raises (the process was killed),
+    async def test_stop_rpc_error_propagates_and_channel_released(
+        self, tls_material: TlsMaterial
+    ) -> None:
+        """Given a started worker whose stop RPC raises (the caller may not stop it),
         when stop is awaited, then the error propagates and the pooled channel is
         still released."""
         # Arrange
-        worker = LocalWorker()
+        files = tls_material.clients["caller"]
+        tls = ClientTls(ca_file=tls_material.ca, cert_file=files.cert, key_file=files.key)
+        server_flags = ["--tls-cert", tls_material.server.cert, "--tls-key"]
+        server_flags += [tls_material.server.key, "--tls-client-ca", tls_material.ca]
+        worker = LocalWorker(
+            "localhost:0", extra_args=[*server_flags, "--allow-stop", "autoscaler"], tls=tls
+        )
         address = await worker.start()
-        await worker.kill()
-        # Act
-        with pytest.raises(TransientRpcError):
-            await worker.stop(grace=1.0)
+        try:
+            # Act
+            with pytest.raises(RpcError) as raised:
+                await worker.stop(grace=1.0)
+        finally:
+            await worker.kill()
         # Assert
-        assert pool().users(ChannelKey(address)) == 0
+        assert raised.value.code is grpc.StatusCode.PERMISSION_DENIED
+        assert pool().users(ChannelKey(address, tls)) == 0
+
+    async def test_stop_after_process_exited_sends_nothing(self, tmp_path: Path) -> None:
+        """Given a worker whose process was killed and another worker now serving its
+        Unix socket, when the first is stopped, then stop returns and the other worker
+        keeps serving (the stop went to whoever served the address: it stopped the
+        other worker)."""
+        # Arrange
+        listen = f"unix:/tmp/wool-idle-{os.getpid()}-{abs(hash(tmp_path)) % 10**8}.sock"
+        first, other = LocalWorker(listen), LocalWorker(listen)
+        await first.start()
+        await first.kill()
+        await other.start()
+        try:
+            # Act
+            await first.stop(grace=1.0)
+            async with WorkerConnection(other.address) as connection:
+                idle = await connection.idle_time(timeout=10)
+        finally:
+            await other.kill()
+        # Assert
+        assert idle >= 0.0
+
+    async def test_stop_twice_returns(self) -> None:
+        """Given a worker stopped once, when it is stopped again, then stop returns (it
+        raised TransientRpcError, unreachable, for a worker that had exited)."""
+        # Arrange
+        worker = LocalWorker()
+        await worker.start()
+        await worker.stop(grace=1.0)
+        # Act
+        await worker.stop(grace=1.0)
+        # Assert
+        assert worker.process is not None and worker.process.returncode == 0
 
     async def test_start_serves_on_printed_address(self) -> None:
         """Given a LocalWorker, when started, then the printed address answers idle."""

@@ -68,7 +68,9 @@ class LocalWorker(Worker):
     ``stop`` goes through ``WorkerConnection.stop``, releases the pooled
     channel even when the stop RPC raises (the error propagates and the
     process is left to ``kill``), and otherwise reaps the process; before
-    ``start`` has returned an address it raises ``RuntimeError``.
+    ``start`` has returned an address it raises ``RuntimeError``. Once the
+    process has exited (stopped, killed, crashed) ``stop`` returns at once and
+    sends nothing: whoever serves its address now is another worker.
     """
 
     def __init__(
@@ -112,6 +114,8 @@ class LocalWorker(Worker):
     async def _stop(self, grace: float) -> None:
         if not self.address:
             raise RuntimeError(f"worker {self.listen} has no address to stop: not started yet")
+        if self.process is not None and self.process.returncode is not None:
+            return  # exited: the address may be another worker's by now
         connection = WorkerConnection(self.address, tls=self.tls)
         try:
             await connection.stop(grace, timeout=stop_deadline(grace))
