@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import math
 import os
@@ -348,6 +349,26 @@ class TestWorkerConnection:
         assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "message limit" in raised.value.details
         assert after == "still serving"
+
+
+class TestUnclosedConnection:
+    async def test_collected_unclosed_releases_channel_and_warns(self, start_server) -> None:
+        """Given a connection that made a call and was never closed, when it is
+        garbage-collected, then ResourceWarning names its worker and its channel's
+        use is given back (the pool counted it for good: the channel, its socket,
+        stayed open, and no later close of another connection closed it)."""
+        # Arrange
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        key = connection.key
+        await connection.idle_time(timeout=10)
+        # Act
+        with pytest.warns(ResourceWarning, match=server.address):
+            del connection
+            gc.collect()
+        released = await eventually_async(lambda: pool().users(key) == 0)
+        # Assert
+        assert released
 
 
 class TestUndecodableReplies:

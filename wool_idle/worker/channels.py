@@ -135,6 +135,28 @@ _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ChannelPool] = (
 )
 
 
+_releasing: set[asyncio.Task[None]] = set()
+"""Releases of abandoned channels under way (asyncio keeps only weak references to tasks)."""
+
+
+def release_abandoned(loop: asyncio.AbstractEventLoop, key: ChannelKey, channel: Any) -> bool:
+    """From any thread (a garbage collection's), have ``loop`` drop one use of
+    ``channel`` from its pool; False if the loop is closed (the channel went with it)."""
+
+    def release() -> None:
+        found = _pools.get(loop)
+        if found is not None:
+            task = loop.create_task(found.release(key, channel))
+            _releasing.add(task)
+            task.add_done_callback(_releasing.discard)
+
+    try:
+        loop.call_soon_threadsafe(release)
+    except RuntimeError:  # the loop is closed
+        return False
+    return True
+
+
 def pool() -> ChannelPool:
     """The channel pool of the running event loop."""
     loop = asyncio.get_running_loop()

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import math
 import uuid
+import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -18,7 +19,7 @@ from wool_idle.contract import DEFAULT_GRACE
 from wool_idle.exceptions import rpc_error
 from wool_idle.proto import Request, Response, StopRequest, Void
 from wool_idle.worker.address import parse_address
-from wool_idle.worker.channels import ChannelKey, ChannelPool, pool
+from wool_idle.worker.channels import ChannelKey, ChannelPool, pool, release_abandoned
 from wool_idle.worker.dispatch_outcome import dispatch_error, task_outcome
 from wool_idle.worker.stubs import Stubs, decoded
 from wool_idle.worker.tls import ClientTls
@@ -70,7 +71,8 @@ class WorkerConnection:
     it have finished. Each event loop that uses the connection has its own
     channel (a gRPC channel works on the loop that made it only), so one
     connection serves ``asyncio.run`` after ``asyncio.run``, or loops of several
-    threads at once; ``close`` gives back the running loop's. When the pool
+    threads at once; ``close`` gives back the running loop's. One collected
+    unclosed gives its channels back and emits ``ResourceWarning``. When the pool
     says the channel is outdated (its TLS files changed), the next call moves
     to a fresh one. Failed calls raise the
     errors of ``wool_idle.exceptions``; a reply that does not decode is a
@@ -90,6 +92,7 @@ class WorkerConnection:
         self._stubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Stubs] = (
             weakref.WeakKeyDictionary()
         )
+        weakref.finalize(self, _abandoned, self.key, self._stubs).atexit = False
 
     async def __aenter__(self) -> WorkerConnection:
         return self
@@ -232,3 +235,11 @@ class WorkerConnection:
         stubs = self._stubs.pop(asyncio.get_running_loop(), None)
         if stubs is not None:
             await self._retire(pool(), stubs)
+
+
+def _abandoned(key: ChannelKey, held: Mapping[asyncio.AbstractEventLoop, Stubs]) -> None:
+    """A connection was collected unclosed: give its channels back, and say so."""
+    for loop, stubs in list(held.items()):
+        if not stubs.released and release_abandoned(loop, key, stubs.channel):
+            with contextlib.suppress(Warning):  # a filter made it an error: never raise here
+                warnings.warn(f"unclosed WorkerConnection to {key.target}", ResourceWarning, 1)
