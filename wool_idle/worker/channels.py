@@ -17,7 +17,9 @@ as of its previous look.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ import grpc
 
 from wool_idle.followed import Followed
 from wool_idle.worker.address import dial_target
+from wool_idle.worker.stubs import Stubs
 from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet
 
 ChannelOptions = tuple[tuple[str, Any], ...]
@@ -139,9 +142,27 @@ _releasing: set[asyncio.Task[None]] = set()
 """Releases of abandoned channels under way (asyncio keeps only weak references to tasks)."""
 
 
-def release_abandoned(loop: asyncio.AbstractEventLoop, key: ChannelKey, channel: Any) -> bool:
-    """From any thread (a garbage collection's), have ``loop`` drop one use of
-    ``channel`` from its pool; False if the loop is closed (the channel went with it)."""
+def loops_of(held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]) -> list[Any]:
+    """The loops ``held`` has entries for, listed at once: iterating the mapping
+    itself fails when another thread's loop adds to it meanwhile."""
+    return [loop for ref in held.keyrefs() if (loop := ref()) is not None]
+
+
+def abandoned(
+    key: ChannelKey, held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Stubs]
+) -> None:
+    """A connection holding ``held`` (its stubs for ``key`` on each loop) was collected
+    unclosed: from the collecting thread, have each loop still open drop the use in
+    its pool, and say so with ``ResourceWarning``."""
+    for loop in loops_of(held):
+        stubs = held.get(loop)
+        if stubs is not None and not stubs.released and _release_on(loop, key, stubs.channel):
+            with contextlib.suppress(Warning):  # a filter made it an error: never raise here
+                warnings.warn(f"unclosed WorkerConnection to {key.target}", ResourceWarning, 1)
+
+
+def _release_on(loop: asyncio.AbstractEventLoop, key: ChannelKey, channel: Any) -> bool:
+    """Have ``loop`` drop one use of ``channel`` from its pool; False if it is closed."""
 
     def release() -> None:
         found = _pools.get(loop)

@@ -6,9 +6,8 @@ import asyncio
 import contextlib
 import math
 import uuid
-import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -19,7 +18,7 @@ from wool_idle.contract import DEFAULT_GRACE
 from wool_idle.exceptions import rpc_error
 from wool_idle.proto import Request, Response, StopRequest, Void
 from wool_idle.worker.address import parse_address
-from wool_idle.worker.channels import ChannelKey, ChannelPool, pool, release_abandoned
+from wool_idle.worker.channels import ChannelKey, ChannelPool, abandoned, loops_of, pool
 from wool_idle.worker.dispatch_outcome import dispatch_error, task_outcome
 from wool_idle.worker.stubs import Stubs, decoded
 from wool_idle.worker.tls import ClientTls
@@ -92,7 +91,7 @@ class WorkerConnection:
         self._stubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Stubs] = (
             weakref.WeakKeyDictionary()
         )
-        weakref.finalize(self, _abandoned, self.key, self._stubs).atexit = False
+        weakref.finalize(self, abandoned, self.key, self._stubs).atexit = False
 
     async def __aenter__(self) -> WorkerConnection:
         return self
@@ -104,8 +103,9 @@ class WorkerConnection:
     async def _call(self) -> AsyncIterator[Stubs]:
         """The running loop's current channel's stubs, held for the duration of one call."""
         loop = asyncio.get_running_loop()
-        for other in [other for other in self._stubs if other.is_closed()]:
-            del self._stubs[other]  # its channel went with its loop
+        for other in loops_of(self._stubs):
+            if other.is_closed():
+                self._stubs.pop(other, None)  # its channel went with its loop
         channels = pool()
         stubs = self._stubs.get(loop)
         if stubs is None or not channels.current(self.key, stubs.channel):
@@ -235,11 +235,3 @@ class WorkerConnection:
         stubs = self._stubs.pop(asyncio.get_running_loop(), None)
         if stubs is not None:
             await self._retire(pool(), stubs)
-
-
-def _abandoned(key: ChannelKey, held: Mapping[asyncio.AbstractEventLoop, Stubs]) -> None:
-    """A connection was collected unclosed: give its channels back, and say so."""
-    for loop, stubs in list(held.items()):
-        if not stubs.released and release_abandoned(loop, key, stubs.channel):
-            with contextlib.suppress(Warning):  # a filter made it an error: never raise here
-                warnings.warn(f"unclosed WorkerConnection to {key.target}", ResourceWarning, 1)
