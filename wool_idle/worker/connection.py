@@ -103,12 +103,12 @@ class WorkerConnection:
     async def _call(self) -> AsyncIterator[Stubs]:
         """The running loop's current channel's stubs, held for the duration of one call."""
         loop = asyncio.get_running_loop()
-        for other in loops_of(self._stubs):
-            if other.is_closed():
-                self._stubs.pop(other, None)  # its channel went with its loop
         channels = pool()
         stubs = self._stubs.get(loop)
         if stubs is None or not channels.current(self.key, stubs.channel):
+            for other in loops_of(self._stubs):
+                if other.is_closed():
+                    self._stubs.pop(other, None)  # its channel went with its loop
             await channels.look_again(self.key)
             fresh = self._stubs[loop] = Stubs(channels.acquire(self.key))
             if stubs is not None:
