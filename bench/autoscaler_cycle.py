@@ -39,7 +39,7 @@ from wool_idle.autoscaler.policy import PolicySettings
 from wool_idle.autoscaler.sources import parse_exposition, parse_query_responses
 from wool_idle.exporter.collector import ProbeCollector
 from wool_idle.exporter.probe import ErrorReason, ProbeResult
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 
 GOAL = 1.5
 """Cycle / parse floor, median, for either input, grouped or not."""

@@ -9,7 +9,8 @@ import pytest
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.connections import ADHOC_LIMIT, ConnectionCache
 from wool_idle.exporter.probe import Prober
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 from wool_idle.web.metrics import process_registry
 
 

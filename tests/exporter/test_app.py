@@ -148,6 +148,7 @@ class TestMetricsEndpoint:
             "invalid_reply": 0,
             "other": 0,
             "discovery_down": 0,
+            "pool_changed": 0,
         }
         assert samples(text)[("wool_exporter_targets", frozenset())] == 9
         assert ("process_cpu_seconds_total", frozenset()) in samples(text)

@@ -9,7 +9,7 @@ import pytest
 
 from wool_idle.exporter.coalesce import Coalescer, Results, RunRound
 from wool_idle.exporter.outcome import ErrorReason, classify
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 
 TARGETS = [Target("a:1"), Target("b:2")]
 

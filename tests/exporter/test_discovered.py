@@ -23,7 +23,8 @@ from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector, record_target
 from wool_idle.exporter.probe import Prober
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 
 POLL = 0.1
 
@@ -473,7 +474,7 @@ class TestDiscoveredExporter:
         """Given a followed namespace with a real worker tagged cold, when its record is
         re-published tagged hot (a record flipping pools: counted in one pool's floor,
         it could be in the other the next moment), then it is probed (up 1) under its new
-        labels but its idle value is withheld (discovery_down); once its pool has held
+        labels but its idle value is withheld (pool_changed); once its pool has held
         still for the grace, its idle series is back."""
         # Arrange
         worker = await start_server()
@@ -497,7 +498,7 @@ class TestDiscoveredExporter:
                 await publish.add(worker.address, tags=("hot",), uid=uid)
                 await settled(lambda: dict(targets.discovered[0].labels)["wool_tags"] == "hot")
                 moved = samples(await text(client, "/metrics"))
-                await settled(lambda: not targets.discovered[0].pool_unknown)
+                await settled(lambda: not targets.discovered[0].regrouped)
                 still = samples(await text(client, "/metrics"))
         finally:
             task.cancel()
@@ -507,6 +508,6 @@ class TestDiscoveredExporter:
         assert ("wool_worker_idle_seconds", cold) in before
         assert ("wool_worker_idle_seconds", hot) not in moved
         assert moved[("wool_worker_up", hot)] == 1
-        withheld = ("wool_exporter_probe_errors_total", frozenset({("reason", "discovery_down")}))
+        withheld = ("wool_exporter_probe_errors_total", frozenset({("reason", "pool_changed")}))
         assert moved[withheld] == 1
         assert ("wool_worker_idle_seconds", hot) in still

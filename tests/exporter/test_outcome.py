@@ -20,7 +20,7 @@ from wool_idle.exporter.outcome import (
     classify,
     unanswered,
 )
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 from wool_idle.worker import WorkerConnection
 
 TARGET = Target("w:1")
@@ -140,15 +140,24 @@ class TestClassify:
         else:
             assert (result.idle, result.error) == (None, ErrorReason.INVALID_VALUE)
 
-    @given(st.one_of(st.floats(), st.sampled_from([IdleUnavailable("old"), RuntimeError()])))
+    @given(
+        st.one_of(st.floats(), st.sampled_from([IdleUnavailable("old"), RuntimeError()])),
+        st.sampled_from(
+            [
+                (Target("w:1", pool_unknown=True), ErrorReason.DISCOVERY_DOWN),
+                (Target("w:1", regrouped=True), ErrorReason.POOL_CHANGED),
+            ]
+        ),
+    )
     def test_classify_pool_unknown_withholds_only_a_valid_value(
-        self, answer: float | BaseException
+        self, answer: float | BaseException, case: tuple[Target, ErrorReason]
     ) -> None:
-        """Given a target whose pool is unknown (its discovery is down), when any answer
-        is classified, then a valid value is withheld as discovery_down, the worker up;
-        any other answer keeps the result it has for a target of a known pool."""
+        """Given a target whose pool is unknown (its discovery is down) or changed lately
+        (regrouped), when any answer is classified, then a valid value is withheld as
+        discovery_down or pool_changed, the worker up; any other answer keeps the result
+        it has for a target of a known pool."""
         # Arrange
-        unknown = Target("w:1", pool_unknown=True)
+        unknown, reason = case
         # Act
         result = classify(unknown, answer, 0.5)
         # Assert
@@ -156,7 +165,7 @@ class TestClassify:
         if known.idle is None:
             assert result == ProbeResult(unknown, known.up, known.supported, None, 0.5, known.error)
         else:
-            assert result == ProbeResult(unknown, True, True, None, 0.5, ErrorReason.DISCOVERY_DOWN)
+            assert result == ProbeResult(unknown, True, True, None, 0.5, reason)
 
     @pytest.mark.parametrize(
         "code",

@@ -14,7 +14,7 @@ from support.tls import TlsMaterial
 from wool_idle.exporter.connections import CHANNEL_OPTIONS, ConnectionCache
 from wool_idle.exporter.outcome import ErrorReason
 from wool_idle.exporter.probe import AdhocProbesBusy, Prober
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 from wool_idle.worker import ClientTls, ServerTls, WorkerConnection
 
 

@@ -1,9 +1,9 @@
-"""Which discovered workers had their pool change lately (times passed in, no clock)."""
+"""Which targets had their pool change lately (times passed in, no clock)."""
 
 from __future__ import annotations
 
-from wool_idle.exporter.regrouped import Regroupings
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.regrouped import FileRegroupings, Regroupings
+from wool_idle.exporter.target import Target
 
 A = "127.0.0.1:5001"
 
@@ -23,7 +23,7 @@ class TestRegroupings:
         first = regroupings.mark([target("hot")], now=100.0)
         again = regroupings.mark([target("hot")], now=101.0)
         # Assert
-        assert [t.pool_unknown for t in first + again] == [False, False]
+        assert [t.regrouped for t in first + again] == [False, False]
         assert wakes == []
 
     def test_mark_moved_is_held_until_it_holds_still(self) -> None:
@@ -40,7 +40,7 @@ class TestRegroupings:
         within = regroupings.mark([target("hot")], now=114.0)
         still = regroupings.mark([target("hot")], now=115.0)
         # Assert
-        assert [t.pool_unknown for t in moved + back + within + still] == [True] * 3 + [False]
+        assert [t.regrouped for t in moved + back + within + still] == [True] * 3 + [False]
         assert wakes == [10.0, 10.0]
 
     def test_mark_gone_and_back_in_another_pool_within_the_grace_is_held(self) -> None:
@@ -57,5 +57,29 @@ class TestRegroupings:
         regroupings.mark([], now=120.0)  # gone for longer than the grace: forgotten
         later = regroupings.mark([target("hot")], now=121.0)
         # Assert
-        assert back[0].pool_unknown
-        assert not later[0].pool_unknown
+        assert back[0].regrouped
+        assert not later[0].regrouped
+
+
+class TestFileRegroupings:
+    def test_set_changed_labels_held_until_released_without_another_read(self) -> None:
+        """Given a file read with a worker in pool gpu, when a read has it in pool g (a
+        file cut inside a label value), then it is held; a look before the grace ends
+        changes nothing, and one after it releases the worker with no new read; a
+        worker first seen in that read is not held."""
+        # Arrange
+        other = Target("127.0.0.1:5002", (("wool_tags", "cpu"),))
+        file = FileRegroupings(10.0, source="targets file t.yml")
+        file.set([target("gpu")], now=100.0)
+        # Act
+        changed = file.set([target("g"), other], now=101.0)
+        held = [t.regrouped for t in file.targets]
+        early = file.release(now=110.0)
+        late = file.release(now=111.0)
+        # Assert
+        assert changed
+        assert held == [True, False]
+        assert not early
+        assert late
+        assert [t.regrouped for t in file.targets] == [False, False]
+        assert file.read == (target("g"), other)

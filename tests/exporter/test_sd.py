@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from wool_idle.exporter.sd import SdBody, sd_groups
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 
 
 class TestSdGroups:

@@ -12,12 +12,17 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+from support.metrics import samples
+from support.pooled import settled
 
 from wool_idle.contract import MAX_LABELS_TEXT
 from wool_idle.exporter import targets as targets_module
+from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.file_sd import Syntax
+from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import (
-    Target,
     TargetSet,
     TargetsFileError,
     parse_targets_document,
@@ -447,3 +452,45 @@ class TestTargetSetOffTheLoop:
         # Assert
         assert kept == ["a:1"]
         assert [t.address for t in targets.all()] == ["c:3"] and targets.reload_success
+
+
+class TestTargetSetExporter:
+    async def test_metrics_file_cut_inside_a_label_value_withheld_until_it_holds_still(
+        self, aiohttp_client, start_server, tmp_path: Path
+    ) -> None:
+        """Given an exporter over a targets file with a real worker in pool gpu, when the
+        file is read half rewritten in place, cut inside the label value (gpu read as g:
+        a valid file that moves the worker into pool g, where the autoscaler would count
+        it for g's floor), then the worker is probed (up 1) under its new labels but its
+        idle value is withheld (pool_changed); once the grace has passed, with no further
+        change to the file, the exporter's check of it releases its idle series."""
+        # Arrange
+        worker = await start_server()
+        path = tmp_path / "targets.yml"
+        whole = f"- targets: ['{worker.address}']\n  labels:\n    wool_tags: gpu\n"
+        path.write_text(whole)
+        targets = TargetSet(path=str(path), grace=1.0)
+        targets.reload(force=True)
+        prober = Prober(tls=None, timeout=5.0, concurrency=8)
+        registry = CollectorRegistry(auto_describe=False)
+        client = await aiohttp_client(create_app(targets, prober, registry, ExporterSettings()))
+        gpu, g = (frozenset({("worker", worker.address), ("wool_tags", t)}) for t in ("gpu", "g"))
+        try:
+            before = samples(await (await client.get("/metrics")).text())
+            # Act
+            path.write_text(whole[: whole.index("gpu") + 1])
+            await targets.refresh()
+            cut = samples(await (await client.get("/metrics")).text())
+            watching = asyncio.ensure_future(targets.watch(0.05))  # the file unchanged
+            await settled(lambda: not targets.all()[0].regrouped)
+            watching.cancel()
+            still = samples(await (await client.get("/metrics")).text())
+        finally:
+            await prober.close()
+        # Assert
+        assert ("wool_worker_idle_seconds", gpu) in before
+        assert ("wool_worker_idle_seconds", g) not in cut
+        assert cut[("wool_worker_up", g)] == 1
+        withheld = ("wool_exporter_probe_errors_total", frozenset({("reason", "pool_changed")}))
+        assert cut[withheld] == 1
+        assert ("wool_worker_idle_seconds", g) in still

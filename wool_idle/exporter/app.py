@@ -30,7 +30,8 @@ from wool_idle.exporter.probe import AdhocProbesBusy, Prober, ProbeResult
 from wool_idle.exporter.probe_debug import debug_probe
 from wool_idle.exporter.reload import Reloads, reload_handler
 from wool_idle.exporter.sd import add_sd_route
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 from wool_idle.web.app import Landing, create_base_app
 from wool_idle.web.metrics import render_metrics
 from wool_idle.worker.address import parse_address

@@ -36,7 +36,8 @@ from wool_idle.exporter.runtime import (
     warn_if_few_open_files,
 )
 from wool_idle.exporter.settings import DaemonSettings
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import process_registry, register_build_info
 from wool_idle.web.site import serve_app

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from wool_idle.exporter.outcome import ProbeResult, unanswered
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 
 log = logging.getLogger(__name__)
 

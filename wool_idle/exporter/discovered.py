@@ -10,7 +10,8 @@ read gives the info series), and none when they disagree (``apply``). A worker k
 only by discoveries down for more than ``DISCOVERY_DOWN_GRACE`` is still probed, but
 its pool is unknown: its idle value is withheld (``Target.pool_unknown``, reason
 ``discovery_down``) until one of them reads again; so is a worker whose pool changed
-within that grace (``regrouped``). The exporter's own series, per
+within that grace (``Target.regrouped``, reason ``pool_changed``; see ``regrouped``).
+The exporter's own series, per
 discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
 ``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
 (the reasons are ``FollowProblem``).
@@ -44,7 +45,8 @@ from wool_idle.discovery.follow import Follower, follower
 from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.regrouped import Regroupings
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 
 log = logging.getLogger("wool_idle.discovery")
 

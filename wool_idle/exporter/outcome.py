@@ -3,8 +3,8 @@
 Only a finite number >= 0 is an idle value. Anything else, and every error,
 leaves ``idle`` None with a reason, so the exporter never renders a 0 (reads
 as busy) or a stale value (reads as idle) for the worker; so does a value of a
-worker whose pool is unknown (``Target.pool_unknown``): its labels could name
-another pool than the one answering.
+worker whose pool is unknown (``Target.pool_unknown``) or changed lately
+(``Target.regrouped``): its labels could name another pool than the one answering.
 
 ``up`` only when the worker demonstrably answered: a value (valid or not),
 UNIMPLEMENTED, or a status only a peer sends (``PEER_CODES``), sent as a gRPC
@@ -29,7 +29,7 @@ import grpc
 
 from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, MalformedReply, RpcError
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 
 PEER_CODES: Final = frozenset(
     {
@@ -80,10 +80,14 @@ class ErrorReason(StrEnum):
     (``PEER_CODES``). Also any status made of a bare HTTP status (never up)."""
     DISCOVERY_DOWN = "discovery_down"
     """The worker answered a valid value, withheld: it is known only from wool
-    discoveries down past their grace, or its pool changed within it
-    (``Target.pool_unknown``), so the pool its labels name may no longer be the one
-    answering at its address (a new worker of another pool can start on a dead
-    worker's port, a record can flip its tags)."""
+    discoveries down past their grace (``Target.pool_unknown``), so the pool its
+    labels name may no longer be the one answering at its address (a new worker of
+    another pool can start on a dead worker's port)."""
+    POOL_CHANGED = "pool_changed"
+    """The worker answered a valid value, withheld: its labels (its pool) changed
+    within the last grace (``Target.regrouped``): a record flipping its tags, a
+    targets file read half rewritten. Counted in one pool's floor, it could be in
+    another the next moment."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,8 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
     ``up`` says whether the worker demonstrably answered the idle RPC (a value,
     UNIMPLEMENTED, or a status in ``PEER_CODES``); ``supported`` whether it has the
     idle RPC. A valid value of a target whose pool is unknown is withheld
-    (``discovery_down``); any other outcome keeps its own reason.
+    (``discovery_down``), as is one of a regrouped target (``pool_changed``); any
+    other outcome keeps its own reason.
     """
     if isinstance(answer, BaseException):
         reason, up = _reason(answer)
@@ -114,6 +119,8 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
     if valid_idle(answer):
         if target.pool_unknown:
             return ProbeResult(target, True, True, None, duration, ErrorReason.DISCOVERY_DOWN)
+        if target.regrouped:
+            return ProbeResult(target, True, True, None, duration, ErrorReason.POOL_CHANGED)
         return ProbeResult(target, True, True, answer, duration)
     return ProbeResult(target, True, True, None, duration, ErrorReason.INVALID_VALUE)
 

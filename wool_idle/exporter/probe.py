@@ -24,7 +24,7 @@ from wool_idle.exporter.outcome import (
     tls_mismatch,
     unanswered,
 )
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 from wool_idle.worker import ClientTls
 
 __all__ = ["AdhocProbesBusy", "ErrorReason", "Listener", "ProbeResult", "Prober"]

@@ -17,7 +17,7 @@ from prometheus_client.exposition import generate_latest
 
 from wool_idle.exporter.collector import ProbeCollector
 from wool_idle.exporter.probe import Prober, ProbeResult
-from wool_idle.exporter.targets import Target
+from wool_idle.exporter.target import Target
 from wool_idle.worker.address import UNIX_PREFIX
 
 

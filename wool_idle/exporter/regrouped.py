@@ -1,4 +1,4 @@
-"""Discovered workers whose pool changed lately: their pool is unknown for a while.
+"""Targets whose pool changed lately: their pool is unknown for a while.
 
 A discovery record can move its address to another pool (new tags, or another
 namespace) at any time: a worker updated, a stopped worker's record dropped and
@@ -8,20 +8,29 @@ the pool its labels name when it reads them; a worker counted in pool B that mov
 to pool A right after lets B's last other worker be stopped, emptying B. So an
 address whose labels (``wool_namespace``, ``wool_tags``) changed less than
 ``grace`` seconds ago (or that vanished and came back with others within it) is a
-target whose pool is unknown (``Target.pool_unknown``): probed, its idle value
-withheld (holding no floor, never a candidate) until its labels have held still
-for ``grace``. A worker seen for the first time is not regrouped.
+regrouped target (``Target.regrouped``): probed, its idle value withheld (reason
+``pool_changed``: holding no floor, never a candidate) until its labels have held
+still for ``grace``. A worker seen for the first time is not regrouped.
+
+The same holds for the targets file (``TargetSet``): a file rewritten in place can be
+read cut inside a label value (``wool_tags: gpu`` read as ``wool_tags: g``), a valid
+file that moves the worker into another pool until the next read.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
-from wool_idle.exporter.targets import Labels, Target
+from wool_idle.exporter.target import Labels, Target
 
-log = logging.getLogger("wool_idle.discovery")
+log = logging.getLogger(__name__)
+
+REGROUP_GRACE: Final = 10.0
+"""Seconds a targets file's target whose labels changed has its idle value withheld
+at least: as long as a discovered worker's (``discovered.DISCOVERY_DOWN_GRACE``)."""
 
 
 @dataclass
@@ -33,18 +42,21 @@ class _Pool:
 
 
 class Regroupings:
-    """The last labels of each discovered address, and since when."""
+    """The last labels of each address of one source, and since when."""
 
-    def __init__(self, grace: float, *, wake: Callable[[float], None]) -> None:
+    def __init__(
+        self, grace: float, *, wake: Callable[[float], None], source: str = "wool discovery"
+    ) -> None:
         """``wake(delay)`` asks for the targets to be set again after ``delay`` seconds,
-        when a regrouped address's grace ends."""
+        when a regrouped address's grace ends; ``source`` names them in the log."""
         self.grace = grace
         self._wake = wake
+        self._source = source
         self._pools: dict[str, _Pool] = {}
 
     def mark(self, targets: Iterable[Target], now: float) -> list[Target]:
         """``targets`` (one per address), each whose pool changed within ``grace`` made
-        ``pool_unknown``. Addresses gone for ``grace`` are forgotten."""
+        ``regrouped``. Addresses gone for ``grace`` are forgotten."""
         marked = [self._mark(target, now) for target in targets]
         for address in [a for a, p in self._pools.items() if now - p.seen_at >= self.grace]:
             del self._pools[address]
@@ -57,8 +69,9 @@ class Regroupings:
         elif pool.labels != target.labels:
             if now - pool.changed_at >= self.grace:
                 log.warning(
-                    "wool discovery: worker %s moved from %s to %s; its idle value is "
-                    "withheld (discovery_down) until its pool holds still for %gs",
+                    "%s: worker %s moved from %s to %s; its idle value is "
+                    "withheld (pool_changed) until its pool holds still for %gs",
+                    self._source,
                     target.address,
                     dict(pool.labels),
                     dict(target.labels),
@@ -68,5 +81,40 @@ class Regroupings:
             self._wake(self.grace)
         pool.seen_at = now
         if now - pool.changed_at < self.grace:
-            return replace(target, pool_unknown=True)
+            return replace(target, regrouped=True)
         return target
+
+
+class FileRegroupings:
+    """The targets of a source read now and then (the targets file), each whose labels
+    changed against the last read held (``Regroupings``); a held one is released by the
+    first ``release`` after its grace ends (the caller's next check of the source),
+    whether or not the source changed."""
+
+    def __init__(self, grace: float, *, source: str) -> None:
+        self._regroupings = Regroupings(grace, wake=self._wake, source=source)
+        self.read: tuple[Target, ...] = ()
+        """The targets as last read."""
+        self.targets: tuple[Target, ...] = ()
+        """``read``, each changed within the grace ``regrouped``."""
+        self._now = 0.0
+        self._wakes: list[float] = []
+
+    def set(self, targets: Sequence[Target], now: float) -> bool:
+        """Make ``targets`` (as read at ``now``) the current ones; whether ``targets``
+        (as marked) changed."""
+        self.read, self._now = tuple(targets), now
+        marked = tuple(self._regroupings.mark(self.read, now))
+        changed, self.targets = marked != self.targets, marked
+        return changed
+
+    def release(self, now: float) -> bool:
+        """Mark the targets again when a grace has ended by ``now``; whether they
+        changed."""
+        if not self._wakes or now < min(self._wakes):
+            return False
+        self._wakes = [each for each in self._wakes if each > now]
+        return self.set(self.read, now)
+
+    def _wake(self, delay: float) -> None:
+        self._wakes.append(self._now + delay)

@@ -23,7 +23,8 @@ from typing import Final
 
 from aiohttp import web
 
-from wool_idle.exporter.targets import Target, TargetSet
+from wool_idle.exporter.target import Target
+from wool_idle.exporter.targets import TargetSet
 
 META_PREFIX: Final = "__meta_wool_"
 

@@ -14,6 +14,13 @@ one that is not a regular file (a FIFO, ``/dev/zero``) or is larger than
 ``TARGETS_FILE_LIMIT`` (64 MiB), which is never read at all.
 ``watch`` checks the file's content (not its timestamp) every interval and
 parses it off the event loop, in a thread, only when the bytes changed.
+
+A file target whose labels changed against the last loaded file (a file rewritten
+in place can be read cut inside a label value) is ``regrouped`` for
+``REGROUP_GRACE``: its idle value is withheld, and released by the first check
+after the grace that finds the file unchanged (``FileRegroupings``; ``watch``
+checks it even when nothing changes), so a cut read is never released before the
+file is read again. ``--target`` flags never change.
 """
 
 from __future__ import annotations
@@ -23,54 +30,20 @@ import hashlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from wool_idle.contract import MAX_LABELS_TEXT, WORKER_LABEL, labels_text
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
+from wool_idle.exporter.regrouped import REGROUP_GRACE, FileRegroupings
+from wool_idle.exporter.target import Labels, Target
 from wool_idle.files import TARGETS_FILE_LIMIT, read_regular_file
 from wool_idle.worker.address import parse_address
 
 log = logging.getLogger(__name__)
 
-Labels = tuple[tuple[str, str], ...]
-
 
 class TargetsFileError(ValueError):
     """The targets file is unreadable or not a valid file_sd document."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """One worker to scrape: its address and the extra labels of its series."""
-
-    address: str
-    labels: Labels = ()
-    info: Labels = ()
-    """A discovered worker's volatile facts (uid, pid, ...): the labels of its info
-    series only; empty for the targets of flags and files."""
-    secure: bool | None = None
-    """Whether a discovered worker's record says it serves TLS; None when nothing
-    says (flags and files: TLS exactly when client TLS is configured)."""
-    pool_unknown: bool = False
-    """A discovered worker kept only by discoveries down past their grace, or whose
-    pool changed within it (see ``discovered``): which pool answers at its address is
-    unknown, so its idle value is withheld (reason ``discovery_down``)."""
-    _label_dict: dict[str, str] = field(init=False, repr=False, compare=False)
-    _info_dict: dict[str, str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # Built once per target, not per scrape.
-        label_dict = {WORKER_LABEL: self.address, **dict(self.labels)}
-        object.__setattr__(self, "_label_dict", label_dict)
-        object.__setattr__(self, "_info_dict", {**label_dict, **dict(self.info)})
-
-    def label_dict(self) -> dict[str, str]:
-        """``worker`` plus the target's labels. The same dict every call: do not modify."""
-        return self._label_dict
-
-    def info_dict(self) -> dict[str, str]:
-        """``label_dict`` plus ``info``: the info series' labels. Do not modify."""
-        return self._info_dict
 
 
 def parse_targets_document(data: bytes | str, *, syntax: Syntax = "yaml") -> list[Target]:
@@ -133,12 +106,19 @@ class TargetSet:
     file is first read, the set's creation time without a file.
     """
 
-    def __init__(self, *, static: Sequence[Target] = (), path: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        static: Sequence[Target] = (),
+        path: str | None = None,
+        grace: float = REGROUP_GRACE,
+    ) -> None:
+        """``grace``: how long a file target whose labels changed is ``regrouped``."""
         self._static = tuple(static)
         self.path = path
         self.reload_success = True
         self.reload_timestamp = time.time() if path is None else 0.0
-        self._file_targets: tuple[Target, ...] = ()
+        self._file = FileRegroupings(grace, source=f"targets file {path}")
         self._discovered: tuple[Target, ...] = ()
         self._digest: bytes | None = None
         self._loaded = False
@@ -214,7 +194,9 @@ class TargetSet:
         return _Read(digest, targets=tuple(targets))
 
     def _apply(self, found: _Read | None, *, force: bool) -> bool:
-        if found is None:
+        if found is None:  # unchanged: a held target whose grace ended is released
+            if self.reload_success and self._file.release(time.monotonic()):
+                self._index()
             return self.reload_success
         self._digest = found.digest
         if found.targets is None:
@@ -222,16 +204,15 @@ class TargetSet:
                 log.error(
                     "targets file %s not loaded, keeping %d targets: %s",
                     self.path,
-                    len(self._file_targets),
+                    len(self._file.read),
                     found.error,
                 )
             self._failure = found.error
             self.reload_success = False
             return False
-        if found.targets != self._file_targets or not self.reload_success or force:
+        if found.targets != self._file.read or not self.reload_success or force:
             log.info("targets file %s loaded: %d targets", self.path, len(found.targets))
-        if found.targets != self._file_targets:
-            self._file_targets = found.targets
+        if self._file.set(found.targets, time.monotonic()):
             self._index()
         self._failure = None
         self._loaded = True
@@ -241,7 +222,7 @@ class TargetSet:
 
     def _index(self) -> None:
         seen: dict[str, Target] = {}
-        for target in (*self._static, *self._file_targets, *self._discovered):
+        for target in (*self._static, *self._file.targets, *self._discovered):
             seen.setdefault(target.address, target)
         self._by_address = seen
         self._all = list(seen.values())
