@@ -1153,3 +1153,52 @@ class TestDiscoveryDown:
         for worker in hot:
             async with WorkerConnection(worker.address) as connection:
                 assert await connection.idle_time() > 0
+
+
+class TestTargetsFileCut:
+    async def test_cycle_worker_moved_by_a_cut_targets_file_holds_no_floor(
+        self, make_autoscaler, aiohttp_server, start_server, tmp_path: Path
+    ) -> None:
+        """Given a real exporter over a targets file listing worker Y in pool g and
+        worker X in pool gpu, both idle, when the file is read half rewritten in place,
+        cut inside X's label value (gpu read as g), and an autoscaler grouping by
+        wool_tags with a floor of 1 runs a cycle past max-idle, then it stops no one:
+        X is withheld (it holds no floor in g, so Y is g's last worker and is kept)."""
+        # Arrange
+        y, x = await start_server(), await start_server()
+        path = tmp_path / "targets.yml"
+        whole = (
+            f"- targets: ['{y.address}']\n  labels:\n    wool_tags: g\n"
+            f"- targets: ['{x.address}']\n  labels:\n    wool_tags: gpu\n"
+        )
+        path.write_text(whole)
+        targets = TargetSet(path=str(path))
+        targets.reload(force=True)
+        prober = Prober(tls=None, timeout=5.0, concurrency=8)
+        app = create_app(targets, prober, CollectorRegistry(), ExporterSettings())
+        server = await aiohttp_server(app)
+        autoscaler = make_autoscaler(
+            str(server.make_url("/metrics")),
+            grace=1.0,
+            max_idle=0.2,
+            min_workers=1,
+            cooldown=0.0,
+            group_by=("wool_tags",),
+        )
+        try:
+            path.write_text(whole[: whole.rindex("gpu") + 1])
+            await targets.refresh()
+            await asyncio.sleep(0.3)  # every worker idle past max-idle
+            # Act
+            ok = await autoscaler.cycle()
+        finally:
+            await prober.close()
+        # Assert
+        assert ok
+        assert dict(targets.get(x.address).labels) == {"wool_tags": "g"}
+        assert not [r for r in autoscaler.records if r.result is StopResult.STOPPED]
+        verdicts = {r.worker: r.verdict for r in autoscaler.records}
+        assert verdicts[x.address] is Verdict.INVALID_VALUE
+        for worker in (x, y):
+            async with WorkerConnection(worker.address) as connection:
+                assert await connection.idle_time() > 0
