@@ -722,7 +722,8 @@ class Fleet:
         self.closing: list[ClosingServer] = []
 
     async def start(self, aiohttp_client) -> None:
-        self.targets = TargetSet(path=str(self.path))
+        # grace 0: each example's new workers are not held as new to the file (pool_changed)
+        self.targets = TargetSet(path=str(self.path), grace=0.0)
         cache = ConnectionCache(connect=self.connect)
         self.prober = Prober(tls=None, timeout=BUDGET, concurrency=16, connections=cache)
         app = create_app(

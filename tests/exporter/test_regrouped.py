@@ -65,21 +65,38 @@ class TestFileRegroupings:
     def test_set_changed_labels_held_until_released_without_another_read(self) -> None:
         """Given a file read with a worker in pool gpu, when a read has it in pool g (a
         file cut inside a label value), then it is held; a look before the grace ends
-        changes nothing, and one after it releases the worker with no new read; a
-        worker first seen in that read is not held."""
+        changes nothing, and one after it releases the worker with no new read."""
         # Arrange
-        other = Target("127.0.0.1:5002", (("wool_tags", "cpu"),))
         file = FileRegroupings(10.0, source="targets file t.yml")
         file.set([target("gpu")], now=100.0)
         # Act
-        changed = file.set([target("g"), other], now=101.0)
+        changed = file.set([target("g")], now=101.0)
         held = [t.regrouped for t in file.targets]
         early = file.release(now=110.0)
         late = file.release(now=111.0)
         # Assert
         assert changed
-        assert held == [True, False]
+        assert held == [True]
         assert not early
         assert late
+        assert [t.regrouped for t in file.targets] == [False]
+        assert file.read == (target("g"),)
+
+    def test_set_worker_new_to_a_loaded_file_held_but_not_in_the_first_load(self) -> None:
+        """Given a file's first load (a worker in it is not held), when a later read
+        lists a worker new to the file (its labels may be cut: a file rewritten in
+        place), then that worker is held for the grace and released by a look after."""
+        # Arrange
+        other = Target("127.0.0.1:5002", (("wool_tags", "c"),))
+        file = FileRegroupings(10.0, source="targets file t.yml")
+        file.set([target("gpu")], now=100.0)
+        first = [t.regrouped for t in file.targets]
+        # Act
+        file.set([target("gpu"), other], now=101.0)
+        held = [t.regrouped for t in file.targets]
+        released = file.release(now=111.0)
+        # Assert
+        assert first == [False]
+        assert held == [False, True]
+        assert released
         assert [t.regrouped for t in file.targets] == [False, False]
-        assert file.read == (target("g"), other)

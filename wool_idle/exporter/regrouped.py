@@ -14,7 +14,8 @@ still for ``grace``. A worker seen for the first time is not regrouped.
 
 The same holds for the targets file (``TargetSet``): a file rewritten in place can be
 read cut inside a label value (``wool_tags: gpu`` read as ``wool_tags: g``), a valid
-file that moves the worker into another pool until the next read.
+file that moves the worker into another pool until the next read. A worker new to
+the file (after its first load) is held the same way: its labels may be cut too.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ at least: as long as a discovered worker's (``discovered.DISCOVERY_DOWN_GRACE``)
 class _Pool:
     labels: Labels
     changed_at: float
-    """When the labels last changed (``-inf``: never, as first seen)."""
+    """When the labels last changed (``-inf``: never, as first seen, unless held new)."""
     seen_at: float
 
 
@@ -45,19 +46,29 @@ class Regroupings:
     """The last labels of each address of one source, and since when."""
 
     def __init__(
-        self, grace: float, *, wake: Callable[[float], None], source: str = "wool discovery"
+        self,
+        grace: float,
+        *,
+        wake: Callable[[float], None],
+        source: str = "wool discovery",
+        hold_new: bool = False,
     ) -> None:
         """``wake(delay)`` asks for the targets to be set again after ``delay`` seconds,
-        when a regrouped address's grace ends; ``source`` names them in the log."""
+        when a regrouped address's grace ends; ``source`` names them in the log. With
+        ``hold_new``, an address first seen after the first ``mark`` is held as one
+        that moved (a file read cut inside the labels of a worker just added to it)."""
         self.grace = grace
         self._wake = wake
         self._source = source
+        self._hold_new = hold_new
+        self._marked = False
         self._pools: dict[str, _Pool] = {}
 
     def mark(self, targets: Iterable[Target], now: float) -> list[Target]:
         """``targets`` (one per address), each whose pool changed within ``grace`` made
         ``regrouped``. Addresses gone for ``grace`` are forgotten."""
         marked = [self._mark(target, now) for target in targets]
+        self._marked = True
         for address in [a for a, p in self._pools.items() if now - p.seen_at >= self.grace]:
             del self._pools[address]
         return marked
@@ -65,7 +76,12 @@ class Regroupings:
     def _mark(self, target: Target, now: float) -> Target:
         pool = self._pools.get(target.address)
         if pool is None:
-            self._pools[target.address] = pool = _Pool(target.labels, float("-inf"), now)
+            held = self._hold_new and self._marked
+            self._pools[target.address] = pool = _Pool(
+                target.labels, now if held else float("-inf"), now
+            )
+            if held:
+                self._wake(self.grace)
         elif pool.labels != target.labels:
             if now - pool.changed_at >= self.grace:
                 log.warning(
@@ -92,7 +108,7 @@ class FileRegroupings:
     whether or not the source changed."""
 
     def __init__(self, grace: float, *, source: str) -> None:
-        self._regroupings = Regroupings(grace, wake=self._wake, source=source)
+        self._regroupings = Regroupings(grace, wake=self._wake, source=source, hold_new=True)
         self.read: tuple[Target, ...] = ()
         """The targets as last read."""
         self.targets: tuple[Target, ...] = ()

@@ -20,7 +20,8 @@ in place can be read cut inside a label value) is ``regrouped`` for
 ``REGROUP_GRACE``: its idle value is withheld, and released by the first check
 after the grace that finds the file unchanged (``FileRegroupings``; ``watch``
 checks it even when nothing changes), so a cut read is never released before the
-file is read again. ``--target`` flags never change.
+file is read again. So is a target new to the file after its first load.
+``--target`` flags never change.
 """
 
 from __future__ import annotations
