@@ -921,6 +921,23 @@ class TestRetirement:
         )
 
 
+async def floor_of_one_per_tag(targets: TargetSet, aiohttp_server, make_autoscaler):
+    """A real exporter app over ``targets`` (its prober, to close) and an autoscaler
+    reading its /metrics: grouped by wool_tags, a floor of 1, max-idle 0.2 s, no cooldown."""
+    prober = Prober(tls=None, timeout=5.0, concurrency=8)
+    app = create_app(targets, prober, CollectorRegistry(), ExporterSettings())
+    server = await aiohttp_server(app)
+    autoscaler = make_autoscaler(
+        str(server.make_url("/metrics")),
+        grace=1.0,
+        max_idle=0.2,
+        min_workers=1,
+        cooldown=0.0,
+        group_by=("wool_tags",),
+    )
+    return prober, autoscaler
+
+
 def idle_readings(*workers) -> list[Reading]:
     """Fresh readings of ``workers``, idle 900 s, 899 s, ... (the first longest)."""
     return [Reading(w.address, 900.0 - i) for i, w in enumerate(workers)]
@@ -1117,16 +1134,8 @@ class TestDiscoveryDown:
         with fresh_namespace() as namespace:
             spec = DiscoverySpec.parse(f"local:{namespace}")
             discovered = DiscoveredTargets([spec], targets, poll_interval=0.1, grace=0.0)
-            prober = Prober(tls=None, timeout=5.0, concurrency=8)
-            app = create_app(targets, prober, CollectorRegistry(), ExporterSettings())
-            server = await aiohttp_server(app)
-            autoscaler = make_autoscaler(
-                str(server.make_url("/metrics")),
-                grace=1.0,
-                max_idle=0.2,
-                min_workers=1,
-                cooldown=0.0,
-                group_by=("wool_tags",),
+            prober, autoscaler = await floor_of_one_per_tag(
+                targets, aiohttp_server, make_autoscaler
             )
             task = asyncio.ensure_future(discovered.run())
             try:
@@ -1174,17 +1183,7 @@ class TestTargetsFileCut:
         path.write_text(whole)
         targets = TargetSet(path=str(path))
         targets.reload(force=True)
-        prober = Prober(tls=None, timeout=5.0, concurrency=8)
-        app = create_app(targets, prober, CollectorRegistry(), ExporterSettings())
-        server = await aiohttp_server(app)
-        autoscaler = make_autoscaler(
-            str(server.make_url("/metrics")),
-            grace=1.0,
-            max_idle=0.2,
-            min_workers=1,
-            cooldown=0.0,
-            group_by=("wool_tags",),
-        )
+        prober, autoscaler = await floor_of_one_per_tag(targets, aiohttp_server, make_autoscaler)
         try:
             path.write_text(whole[: whole.rindex("gpu") + 1])
             await targets.refresh()
