@@ -81,11 +81,13 @@ class TestMainRefusesUnreadVariables:
         self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """Given an environment shared by a worker and the exporter (WOOL_IDLE_LISTEN,
-        WOOL_IDLE_TARGET), when the autoscaler parses its flags (up to an error of
-        its own, which keeps it from starting), then those variables are no error:
-        each subcommand reads only its own."""
+        WOOL_IDLE_TARGET) that sets the autoscaler's own address too, when the
+        autoscaler parses its flags (up to an error of its own, which keeps it from
+        starting), then those variables are no error: each subcommand reads only its
+        own."""
         # Arrange
         monkeypatch.setenv("WOOL_IDLE_LISTEN", "127.0.0.1:50051")
+        monkeypatch.setenv("WOOL_IDLE_WEB_LISTEN_ADDRESS", "127.0.0.1:9479")
         monkeypatch.setenv("WOOL_IDLE_TARGET", "127.0.0.1:50051")
         # Act
         with pytest.raises(SystemExit) as exited:

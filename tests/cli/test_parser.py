@@ -18,7 +18,6 @@ from wool_idle.exporter.app import ExporterSettings
 from wool_idle.exporter.settings import DaemonSettings as ExporterDaemonSettings
 from wool_idle.logs import LogSettings
 from wool_idle.web.site import AUTOSCALER_LISTEN, EXPORTER_LISTEN
-from wool_idle.worker.client_cli import IDLE_TIMEOUT
 
 SUBCOMMANDS = ["worker", "idle", "stop", "exporter", "autoscaler", "demo"]
 
@@ -55,15 +54,20 @@ class TestEnvironmentPerSubcommand:
             "wool-idle exporter: error: argument --timeout (from WOOL_IDLE_TIMEOUT)"
         )
 
-    @pytest.mark.parametrize("command", [["idle", "127.0.0.1:1"], ["stop", "127.0.0.1:1"]])
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ["idle", "127.0.0.1:1", "--timeout", "2s"],
+            ["stop", "127.0.0.1:1", "--grace", "30s", "--timeout", "50s"],
+        ],
+    )
     def test_parse_args_client_commands_take_rpc_values_from_command_line_only(
         self, command: list[str], monkeypatch
     ) -> None:
         """Given an environment shared with a worker and the daemons (WOOL_IDLE_GRACE=0
         for a worker's fast restart, a short WOOL_IDLE_TIMEOUT for the exporter), when
-        `idle` or `stop` is parsed, then neither value is theirs: `stop` keeps the
-        default grace (0 would cancel the worker's in-flight tasks), and the RPC
-        deadlines keep their defaults."""
+        `idle` or `stop` is parsed with its RPC flags on the command line, then those
+        are its values: neither variable is theirs (0 would cancel in-flight tasks)."""
         # Arrange
         monkeypatch.setenv("WOOL_IDLE_GRACE", "0")
         monkeypatch.setenv("WOOL_IDLE_TIMEOUT", "1ms")
@@ -71,9 +75,36 @@ class TestEnvironmentPerSubcommand:
         parsed = parse(command)
         # Assert
         if command[0] == "stop":
-            assert (parsed.grace, parsed.timeout, parsed.if_idle_for) == (DEFAULT_GRACE, None, None)
+            assert (parsed.grace, parsed.timeout, parsed.if_idle_for) == (DEFAULT_GRACE, 50.0, None)
         else:
-            assert parsed.timeout == IDLE_TIMEOUT
+            assert parsed.timeout == 2.0
+
+    @pytest.mark.parametrize(
+        ("command", "variable", "flag"),
+        [
+            (["stop", "127.0.0.1:1"], "WOOL_IDLE_GRACE", "--grace"),
+            (["stop", "127.0.0.1:1", "--grace", "30s"], "WOOL_IDLE_TIMEOUT", "--timeout"),
+            (["idle", "127.0.0.1:1"], "WOOL_IDLE_TIMEOUT", "--timeout"),
+        ],
+    )
+    def test_parse_args_client_command_refuses_variable_it_read_in_0_1_0(
+        self, command: list[str], variable: str, flag: str, monkeypatch, capsys
+    ) -> None:
+        """Given a variable wool-idle 0.1.0's `idle` or `stop` read for a flag
+        (`WOOL_IDLE_GRACE=forever wool-idle stop` drained without limit), and the
+        flag not on the command line, when parsed, then it exits 2 naming the
+        variable and the flag: taking the default instead would silently cancel
+        in-flight tasks after 30 s."""
+        # Arrange
+        monkeypatch.setenv(variable, "forever" if flag == "--grace" else "60s")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(command)
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert variable in err
+        assert f"give {flag} on the command line" in err
 
     def test_parse_args_list_with_blanks_after_commas(self, monkeypatch) -> None:
         """Given targets `a, b` (a blank after the comma) in the variable, when parsed,
@@ -231,15 +262,35 @@ class TestAliases:
         self, command: list[str], default: str, monkeypatch
     ) -> None:
         """Given WOOL_IDLE_LISTEN (the worker's gRPC address, in an environment shared
-        with it), when an HTTP daemon is parsed, then its web address stays its own
-        default: the old alias variable no longer feeds --web.listen-address (the
-        --listen flag still does), so the daemon never binds the worker's socket."""
+        with it) and the daemon's own WOOL_IDLE_WEB_LISTEN_ADDRESS, when an HTTP daemon
+        is parsed, then its web address is its own: the old alias variable does not
+        feed --web.listen-address, so the daemon never binds the worker's socket."""
         # Arrange
         monkeypatch.setenv("WOOL_IDLE_LISTEN", "unix:/run/wool/worker.sock")
+        monkeypatch.setenv("WOOL_IDLE_WEB_LISTEN_ADDRESS", default)
         # Act
         parsed = parse(command)
         # Assert
         assert parsed.web_listen_address == default
+
+    @pytest.mark.parametrize("command", [["exporter"], ["autoscaler", "--max-idle", "1m"]])
+    def test_parse_args_worker_listen_variable_alone_refused_by_http_daemon(
+        self, command: list[str], monkeypatch, capsys
+    ) -> None:
+        """Given WOOL_IDLE_LISTEN alone (wool-idle 0.1.0's exporter and autoscaler
+        listened there: a unit written for it), when an HTTP daemon is parsed, then it
+        exits 2 naming the variable and WOOL_IDLE_WEB_LISTEN_ADDRESS, never listening
+        on its default address instead."""
+        # Arrange
+        monkeypatch.setenv("WOOL_IDLE_LISTEN", "0.0.0.0:9500")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            parse(command)
+        # Assert
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert "WOOL_IDLE_LISTEN is set" in err
+        assert "give --web.listen-address or WOOL_IDLE_WEB_LISTEN_ADDRESS" in err
 
 
 class TestDefaults:

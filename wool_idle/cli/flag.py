@@ -7,13 +7,20 @@ alias is a command-line spelling only: the variable is the primary name's
 (``--listen`` of the HTTP daemons is no ``WOOL_IDLE_LISTEN``, which is the
 worker's gRPC address). A switch's variable takes a boolean word, a
 repeatable flag's a comma-separated list (see ``values``).
+
+A variable wool-idle 0.1.0 read for a flag that this version does not
+(``former_variable``: ``WOOL_IDLE_LISTEN`` of the HTTP daemons,
+``WOOL_IDLE_GRACE`` and ``WOOL_IDLE_TIMEOUT`` of ``stop`` and ``idle``) is
+refused while the flag is given neither on the command line nor by its own
+variable: a unit or script written for 0.1.0 would otherwise mean something
+else without a word (``stop`` cancelling tasks after 30 s, not draining them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -56,6 +63,8 @@ class Flag:
     waives_required: bool = False
     """A switch that checks a file and exits before the run: given, flags the run
     requires may be left out (``--web.config.check``)."""
+    former_variable: str | None = None
+    """The variable wool-idle 0.1.0 read for this flag and this version does not."""
 
     @property
     def dest(self) -> str:
@@ -71,6 +80,19 @@ class Flag:
     def variable(self) -> str | None:
         """The environment variable that sets the flag (None: command line only)."""
         return environment_variable(self.name) if self.environment else None
+
+    def former_variable_error(self, environment: Mapping[str, str]) -> str | None:
+        """The error when ``former_variable`` is set in ``environment`` (ask only when the
+        flag was given neither on the command line nor by its own variable), else None."""
+        if self.former_variable is None or self.former_variable not in environment:
+            return None
+        instead = f"{self.name} or {self.variable}" if self.variable else self.name
+        where = "" if self.variable else " on the command line"
+        return (
+            f"argument {self.label}: {self.former_variable} is set, which wool-idle 0.1.0 "
+            f"read as this flag and this version reads for other subcommands only: give "
+            f"{instead}{where}"
+        )
 
     def parse(self, text: str) -> Any:
         """The value ``text`` gives the flag, from the command line or the environment."""

@@ -10,7 +10,9 @@
   command line sets the flag (fail closed: a bad value is never overlooked);
   otherwise the command line wins over the environment.
 - A ``WOOL_IDLE_*`` variable (any case) that no subcommand reads exits 2
-  naming it (see ``environment``): a misspelt safety switch never goes unseen.
+  naming it (see ``environment``): a misspelt safety switch never goes unseen;
+  so does one that 0.1.0 read for a flag this version takes elsewhere, unless
+  the flag is given (``flag.Flag.former_variable``).
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ class Parser(argparse.ArgumentParser):
                 explicit.add(flag.name)
             elif flag.default is REQUIRED and not waived:
                 self.error(f"the following arguments are required: {flag.label}")
+            elif refused := flag.former_variable_error(os.environ):
+                self.error(refused)
             else:
                 setattr(parsed, flag.dest, flag.default)
         for names in self._exclusive:
@@ -186,6 +190,7 @@ class Section:
         repeatable: bool = False,
         environment: bool = True,
         waives_required: bool = False,
+        former_variable: str | None = None,
     ) -> None:
         """Add flag ``name`` taking ``value`` (None: a switch) with ``help``.
 
@@ -201,6 +206,7 @@ class Section:
             repeatable=repeatable,
             environment=environment,
             waives_required=waives_required,
+            former_variable=former_variable,
         )
         if default is FROM_SETTINGS:
             flag = dataclasses.replace(flag, default=self._settings_default(flag))

@@ -21,6 +21,7 @@ def add_web_flags(parser: Parser) -> None:
         HTTP_LISTEN_ADDRESS,
         "host:port (port 0 picks one) or unix:/path of the HTTP endpoints",
         aliases=("--listen",),
+        former_variable="WOOL_IDLE_LISTEN",
     )
     web.add(
         "--web.config.file",

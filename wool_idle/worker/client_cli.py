@@ -24,7 +24,8 @@ IDLE_TIMEOUT: Final = 5.0
 """Default deadline of ``wool-idle idle``'s RPC."""
 CLIENT_RPC_FLAGS: Final = (
     "from the command line only: the environment is shared with workers and daemons, "
-    "whose WOOL_IDLE_GRACE or WOOL_IDLE_TIMEOUT mean something else"
+    "whose WOOL_IDLE_GRACE or WOOL_IDLE_TIMEOUT mean something else (wool-idle 0.1.0 "
+    "read them here: set, they exit 2 unless the flag is given)"
 )
 EXIT_OK: Final = 0
 EXIT_UNSUPPORTED: Final = 3
@@ -49,6 +50,7 @@ def register(parser: Parser) -> None:
         "deadline of the idle RPC",
         default=IDLE_TIMEOUT,
         environment=False,
+        former_variable="WOOL_IDLE_TIMEOUT",
     )
     add_client_tls_flags(idle)
     idle.set_defaults(func=idle_command, parser=idle)
@@ -64,6 +66,7 @@ def register(parser: Parser) -> None:
         "how long the worker drains in-flight tasks (0 cancels them; 'forever')",
         default=DEFAULT_GRACE,
         environment=False,
+        former_variable="WOOL_IDLE_GRACE",
     )
     rpc.add(
         "--if-idle-for",
@@ -78,6 +81,7 @@ def register(parser: Parser) -> None:
         "deadline of the stop RPC, past --grace (default: grace + 10s)",
         default=None,
         environment=False,
+        former_variable="WOOL_IDLE_TIMEOUT",
     )
     add_client_tls_flags(stop)
     stop.set_defaults(func=stop_command, parser=stop)
