@@ -88,7 +88,7 @@ class TestStopCliUnconditionalWorker:
         assert result.returncode == 3
         assert worker.stop_requests == []
         assert result.stderr == (
-            f"wool-idle: {address} ignores --if-idle-for (a wool worker stops "
+            f"wool-idle: {address} does not say it honours --if-idle-for (a wool worker stops "
             f"unconditionally): {reason}; not stopped\n"
         )
 

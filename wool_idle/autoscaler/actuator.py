@@ -182,8 +182,8 @@ class WorkerActuator:
             return StopAttempt(StopResult.REFUSED_BUSY, idle)
         if not report.conditional_stop and grace == 0:
             log.warning(
-                "worker %s ignores the conditional stop: no stop with grace 0s, a task "
-                "arriving before it would be cancelled",
+                "worker %s does not say it honours the conditional stop: no stop with grace "
+                "0s, a task arriving before it would be cancelled",
                 worker,
             )
             return StopAttempt(StopResult.UNCONDITIONAL_GRACE_ZERO, idle)
@@ -191,8 +191,8 @@ class WorkerActuator:
             return StopAttempt(StopResult.DRY_RUN, idle)
         if not report.conditional_stop:
             log.info(
-                "worker %s ignores the conditional stop: the window is open, a task "
-                "arriving before the stop drains for grace %s",
+                "worker %s does not say it honours the conditional stop: the window is open, "
+                "a task arriving before the stop drains for grace %s",
                 worker,
                 "without limit" if grace < 0 else f"{grace:g}s",
             )

@@ -32,7 +32,7 @@ EXIT_UNSUPPORTED: Final = 3
 """``idle``: the worker predates the idle RPC. ``stop``: the worker refused (not idle enough)."""
 EXIT_UNREACHABLE: Final = 4
 EXIT_RPC_ERROR: Final = 5
-IGNORES: Final = "ignores --if-idle-for (a wool worker stops unconditionally)"
+IGNORES: Final = "does not say it honours --if-idle-for (a wool worker stops unconditionally)"
 """Said of a worker whose idle reply says it does not honour the conditional stop."""
 
 
