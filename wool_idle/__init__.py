@@ -27,7 +27,7 @@ if typing.TYPE_CHECKING:
         WoolError,
     )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 """The version of wool-idle; pyproject.toml reads it from here."""
 
 __all__ = [

@@ -212,7 +212,7 @@ class TestKustomization:
         manifests = render(overlay)
         # Assert
         images = {c["image"] for _, spec in pod_specs(manifests) for c in spec["containers"]}
-        assert images == {"ghcr.io/example-org/wool-idle:0.1.0"}
+        assert images == {"ghcr.io/example-org/wool-idle:0.2.0.dev0"}
         for kind in ("ServiceMonitor", "PrometheusRule"):
             assert only(manifests, kind)["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
