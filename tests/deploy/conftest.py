@@ -58,6 +58,11 @@ def systemd_sysusers() -> str:
 
 
 @pytest.fixture(scope="session")
+def unshare() -> str:
+    return require_tool("unshare", "apt-get install util-linux")
+
+
+@pytest.fixture(scope="session")
 def promtool() -> str:
     return require_tool("promtool", "apt-get install prometheus (scripts/ensure-prometheus)")
 

@@ -1,19 +1,39 @@
 """deploy/Containerfile, checked as far as this machine allows (it has no container
-engine): the sources it copies are enough to build the package, and it runs as the
-user the Kubernetes manifests declare."""
+engine): the sources it copies are enough to build the package, it runs as the
+user the Kubernetes manifests declare, and its ENTRYPOINT, run as PID 1 of a PID
+namespace of its own (as a container runtime runs it), ends on SIGTERM."""
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "deploy" / "Containerfile"
+
+
+EXIT_WAIT = 30.0
+"""Seconds a container that was sent SIGTERM gets to end before the test gives up."""
+HOLD_START = """\
+import os, pathlib, time
+gate = pathlib.Path(os.environ["HOLD_START_GATE"])
+gate.with_suffix(".started").touch()
+while not gate.exists():
+    time.sleep(0.01)
+"""
+"""A ``sitecustomize`` that holds the interpreter in its start (no handler of ours
+installed yet) until the test creates the gate file, and says it got there."""
 
 
 def instructions(name: str) -> list[list[str]]:
@@ -23,6 +43,37 @@ def instructions(name: str) -> list[list[str]]:
         for line in CONTAINERFILE.read_text().splitlines()
         if line.startswith(f"{name} ")
     ]
+
+
+def entrypoint_here() -> list[str]:
+    """The ENTRYPOINT's command line on this machine: ``wool-idle`` is this
+    interpreter's ``-m wool_idle`` (the console script runs the same ``run``), every
+    other program the one installed here (a missing one fails the test)."""
+    (line,) = [
+        raw.removeprefix("ENTRYPOINT ")
+        for raw in CONTAINERFILE.read_text().splitlines()
+        if raw.startswith("ENTRYPOINT ")
+    ]
+    command: list[str] = []
+    for word in json.loads(line):
+        if word == "wool-idle":
+            command += [sys.executable, "-m", "wool_idle"]
+        elif word.startswith("-"):
+            command.append(word)
+        else:
+            found = shutil.which(os.path.basename(word))
+            if found is None:
+                pytest.fail(f"{word} is not installed: scripts/ensure-prometheus", pytrace=False)
+            command.append(found)
+    return command
+
+
+def first_child(pid: int) -> int:
+    """The pid of the first child of process ``pid`` (waits until it has one)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    while not (found := children.read_text().split()):
+        time.sleep(0.01)
+    return int(found[0])
 
 
 class TestContainerfile:
@@ -80,3 +131,39 @@ class TestContainerfile:
         # Assert
         assert declared == {user[0]}
         assert not user[0].startswith("0:")
+
+    def test_entrypoint_as_pid_1_ends_on_sigterm_during_start(
+        self, tmp_path: Path, unshare: str
+    ) -> None:
+        """Given the ENTRYPOINT running a worker as PID 1 of a new PID namespace (what a
+        container runtime does), when SIGTERM comes while the process starts (a pod
+        deleted or rolled right after it was created), then the container ends, with
+        the status of a process SIGTERM ended. The kernel drops a signal sent to a PID
+        1 that has no handler for it: Python as PID 1 never got it, served on, and
+        ended only by SIGKILL once the pod's grace ran out (a worker losing the tasks
+        it took meanwhile, an autoscaler the stops it was sending)."""
+        # Arrange
+        gate = tmp_path / "gate"
+        (tmp_path / "sitecustomize.py").write_text(HOLD_START)
+        path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+        command = [*entrypoint_here(), "worker", "--listen", "127.0.0.1:0"]
+        runtime = subprocess.Popen(
+            [unshare, "--pid", "--fork", "--mount-proc", *command],
+            env={**os.environ, "PYTHONPATH": path, "HOLD_START_GATE": str(gate)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            pid_1 = first_child(runtime.pid)
+            while not gate.with_suffix(".started").exists():
+                time.sleep(0.01)
+            # Act
+            os.kill(pid_1, signal.SIGTERM)
+            gate.touch()
+            status = runtime.wait(timeout=EXIT_WAIT)
+        finally:
+            runtime.kill()  # unshare's child, PID 1, ends with it (and all in it)
+            runtime.wait()
+        # Assert
+        assert status == 128 + signal.SIGTERM
