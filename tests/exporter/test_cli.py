@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -26,6 +27,22 @@ from wool_idle.exporter.settings import DaemonSettings
 
 EVENT_ENGINE_OFF = "-event_engine_client,-event_engine_for_all_other_endpoints"
 """gRPC's event-engine client off (docs/scaling.md: an operator's tuning)."""
+STALLED_READS = """\
+import sys, threading
+import wool_idle.exporter.targets as targets
+from wool_idle.cli import main
+read, reads = targets.read_regular_file, []
+def stalled(path, *, limit):
+    reads.append(path)
+    if len(reads) > 1:
+        print("read stalls", file=sys.stderr, flush=True)
+        threading.Event().wait()
+    return read(path, limit=limit)
+targets.read_regular_file = stalled
+sys.exit(main(sys.argv[1:], own_process=True))
+"""
+"""``wool-idle ARGS`` whose targets file reads after the first stall for good, as on a
+hung network mount (which cannot be made here); says so on stderr."""
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -201,6 +218,38 @@ class TestExporterCli:
         )
         assert ready[0] == 200
         assert status == 0 and not Path(path).exists()
+
+    def test_sigterm_while_a_targets_file_read_stalls_exits_0(self, tmp_path: Path) -> None:
+        """Given an exporter whose re-read of its targets file (SIGHUP) stalls in the file
+        system for good, when it gets SIGTERM, then it exits 0 all the same: nothing
+        waits for the stalled read (it waited for good, until systemd or the kubelet
+        killed it)."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['127.0.0.1:1']\n")
+        process = subprocess.Popen(
+            [sys.executable, "-c", STALLED_READS, "exporter", "--targets-file", str(path),
+             "--targets-refresh", "1h", "--web.listen-address", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            assert process.stdout.readline().startswith("http://")
+            process.send_signal(signal.SIGHUP)
+            for line in process.stderr:  # to its end if the process exits first
+                if "read stalls" in line:
+                    break
+            # Act
+            process.terminate()
+            status = process.wait(timeout=30)
+        finally:
+            process.kill()
+            process.wait()
+        # Assert
+        assert status == 0
 
     async def test_stdout_closed_before_the_ready_line(self) -> None:
         """Given an exporter whose stdout is a pipe the reader closed (a log collector

@@ -13,7 +13,8 @@ A file that cannot be read or parsed leaves the last good set in place; so does
 one that is not a regular file (a FIFO, ``/dev/zero``) or is larger than
 ``TARGETS_FILE_LIMIT`` (64 MiB), which is never read at all.
 ``watch`` checks the file's content (not its timestamp) every interval and
-parses it off the event loop, in a thread, only when the bytes changed.
+parses it off the event loop, on a daemon thread (a read stalled on its file
+system never holds up the exporter's exit), only when the bytes changed.
 
 A file target whose labels changed against the last loaded file (a file rewritten
 in place can be read cut inside a label value) is ``regrouped`` for
@@ -27,6 +28,7 @@ file is read again. So is a target new to the file after its first load.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import time
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wool_idle.contract import MAX_LABELS_TEXT, WORKER_LABEL, labels_text
+from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax_of
 from wool_idle.exporter.regrouped import REGROUP_GRACE, FileRegroupings
 from wool_idle.exporter.target import Labels, Target
@@ -164,9 +167,11 @@ class TargetSet:
         return self._apply(self._read(force=force), force=force)
 
     async def refresh(self, *, force: bool = False) -> bool:
-        """``reload`` with the reading and parsing done in a thread."""
+        """``reload`` with the reading and parsing done on a daemon thread: cancelled
+        while the file system stalls the read (SIGTERM), it lets the process leave."""
         async with self._lock:
-            found = await asyncio.to_thread(self._read, force=force)
+            read = functools.partial(self._read, force=force)
+            found = await on_daemon_thread("wool-idle-targets", read)
             return self._apply(found, force=force)
 
     async def watch(self, interval: float) -> None:

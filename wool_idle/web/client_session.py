@@ -2,7 +2,8 @@
 
 ``http_session`` gives an ``aiohttp.ClientSession`` that applies the config
 to every request: the ``Authorization`` header (secret files read again, off
-the event loop), and only to the origin the config is for, so a redirect to
+the event loop, on a daemon thread: a read stalled on its file system never holds
+up the daemon's exit), and only to the origin the config is for, so a redirect to
 another host never carries the credentials; the TLS context, whose files are
 followed as they rotate; and ``follow_redirects: false``, under which a
 redirect is a failure (``RedirectRefused``) as it is for Prometheus.
@@ -12,13 +13,13 @@ The URLs it is given carry no userinfo (see ``urls``).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Final
 
 import aiohttp
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, hdrs
 from yarl import URL
 
+from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.web.client_config import Credentials, HttpClientConfig
 from wool_idle.web.urls import redact
 
@@ -57,7 +58,7 @@ async def _header(credentials: Credentials) -> str:
     try:
         if credentials.secret.path is None:
             return credentials.header()
-        return await asyncio.to_thread(credentials.header)
+        return await on_daemon_thread("wool-idle-credentials", credentials.header)
     except OSError as error:
         raise CredentialsUnavailable(str(error)) from None
 
