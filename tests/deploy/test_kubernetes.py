@@ -30,6 +30,7 @@ ALERTS = ROOT / "dashboards" / "prometheus" / "alerts.yml"
 VERSIONS = ["1.27.0", "1.32.0", "1.37.0"]
 IMAGE = f"registry.example.com/wool-idle:{__version__}"
 INT32_MAX = 2**31 - 1  # the largest value of an int32 field such as backoffLimit
+LARGEST_FLEET_SCRAPE = 10.0  # the --timeout docs/scaling.md gives 10,000 workers' exporter
 WORKLOADS = ("Deployment", "Job", "StatefulSet", "DaemonSet", "ReplicaSet", "CronJob")
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 OVERLAY_MARK = "# my-overlay/kustomization.yaml"  # the overlay docs/deploy.md shows
@@ -345,6 +346,22 @@ class TestDaemons:
         # Assert
         assert deployment["spec"]["replicas"] == 1
         assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+    def test_exporter_liveness_waits_out_a_scrape(self, manifests: list[Manifest]) -> None:
+        """Given the exporter's container, then its liveness probe waits for /-/healthy at
+        least as long as a scrape of the largest fleet one exporter serves may take
+        (docs/scaling.md: 10,000 workers, --timeout 10s), and its own --timeout: a
+        fan-out holds the event loop for stretches (up to 0.6 s at 10,000 workers on a
+        loaded 2-core machine, three to four times that on a slower one), and with the
+        default 1 s three probes landing in scrapes (a 10 s scrape interval keeps them
+        in step) would restart a healthy exporter, whose cold scrape is longer still."""
+        # Arrange
+        container = container_of(manifests, "exporter")
+        own = seconds(environment(container).get("WOOL_IDLE_TIMEOUT", "5s"))
+        # Act
+        probe = container["livenessProbe"]
+        # Assert
+        assert probe.get("timeoutSeconds", 1) >= max(LARGEST_FLEET_SCRAPE, own)
 
     @pytest.mark.parametrize("subcommand", ["worker", "exporter", "autoscaler"])
     def test_container_environment_is_valid_configuration(
