@@ -52,6 +52,15 @@ def start_worker(*args: str) -> tuple[object, str]:
     return process, address
 
 
+async def _admits_tasks(connection: WorkerConnection) -> bool:
+    """Whether the worker still runs a task dispatched now (no stop has begun)."""
+    try:
+        await connection.dispatch(tasks.echo, None)
+    except WoolError:
+        return False
+    return True
+
+
 def server_mtls_flags(material) -> list[str]:
     return [
         "--listen",
@@ -130,6 +139,37 @@ class TestWorkerCli:
         status = await asyncio.to_thread(process.wait, 30)
         # Assert
         assert (answered, result, status) == (0.0, "ok", 0)
+
+    async def test_worker_sigterm_during_a_longer_drain_drains_for_its_own_grace(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a worker (--grace 1s) draining a task that never ends for a stop whose
+        grace has no limit, when it gets SIGTERM (systemd or the kubelet, whose own
+        deadline is set for --grace), then the drain ends within --grace from then: the
+        task is cancelled (its caller told so) and the worker exits 0. It kept the
+        stop's grace, and stayed until the supervisor killed it and its task."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker("--grace", "1s")
+        gate = str(tmp_path / "gate")  # never created
+        async with WorkerConnection(address) as connection:
+            running = asyncio.ensure_future(connection.dispatch(tasks.gated, gate))
+            while await connection.idle_time(timeout=5) != 0.0:  # the task is in flight
+                await asyncio.sleep(0.01)
+            stopping = asyncio.ensure_future(connection.stop(-1))
+            while await _admits_tasks(connection):  # until the stop has begun the drain
+                await asyncio.sleep(0.01)
+            # Act
+            process.send_signal(signal.SIGTERM)
+            try:
+                status = await asyncio.to_thread(process.wait, 30)
+            finally:
+                process.kill()
+            outcome = (await asyncio.gather(running, return_exceptions=True))[0]
+            await asyncio.gather(stopping, return_exceptions=True)
+        # Assert
+        assert status == 0
+        assert type(outcome).__name__ == "TaskCancelled"
 
     async def test_worker_exit_escaping_the_loop_exits_70_with_a_log_line(self) -> None:
         """Given a task that makes a signal handler call sys.exit (a callback the

@@ -60,7 +60,8 @@ def register(parser: Parser) -> None:
     serving.add(
         "--grace",
         GRACE,
-        "how long SIGTERM drains in-flight tasks ('forever' for no limit)",
+        "how long SIGTERM drains in-flight tasks, a drain a stop began included "
+        "('forever' for no limit)",
         default=DEFAULT_GRACE,
     )
     serving.add(
@@ -136,5 +137,8 @@ async def _serve(
         yield await server.start()
 
     return await serve_until_signal(
-        "worker", serving(), server.wait_closed, stop=lambda: service.shutdown(args.grace)
+        "worker",
+        serving(),
+        server.wait_closed,
+        stop=lambda: service.shutdown(args.grace, at_most=True),
     )

@@ -78,6 +78,8 @@ class WorkerService:
         self.stopped = asyncio.Event()
         self._backpressure = backpressure
         self._drain: asyncio.Task[None] | None = None
+        self._cut = asyncio.Event()  # set once the drain's grace has run out
+        self._cutter: asyncio.TimerHandle | None = None
         self._cancelled_by_stop: set[asyncio.Future[Any]] = set()
 
     async def idle(self, request: Void, context: Context) -> IdleTime:
@@ -137,22 +139,48 @@ class WorkerService:
             )
         return None
 
-    def shutdown(self, grace: float) -> asyncio.Future[None]:
+    def shutdown(self, grace: float, *, at_most: bool = False) -> asyncio.Future[None]:
         """Begin shutdown (idempotent) and return a future done once drained.
 
         ``grace`` 0 cancels in-flight tasks at once, a positive value drains for
         that long then cancels, a negative value waits indefinitely. A second
-        call joins the first shutdown and keeps its grace.
+        call joins the first shutdown and keeps its grace; ``at_most`` (a
+        supervisor's SIGTERM, whose own deadline counts from now) ends a drain
+        under way ``grace`` seconds from now if it would end later (never).
         """
         if self._drain is None:
             self.stopping.set()
-            self._drain = asyncio.ensure_future(self._drain_tasks(grace))
+            self._cut_in(grace)
+            self._drain = asyncio.ensure_future(self._drain_tasks())
+        elif at_most:
+            self._cut_in(grace)
         return asyncio.shield(self._drain)
 
-    async def _drain_tasks(self, grace: float) -> None:
+    def _cut_in(self, grace: float) -> None:
+        """End the drain ``grace`` seconds from now unless it ends sooner (< 0: never)."""
+        if grace == 0:
+            self._cut.set()
+        if grace <= 0 or self._cut.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        when = loop.time() + grace
+        if self._cutter is not None:
+            if self._cutter.when() <= when:
+                return
+            self._cutter.cancel()
+        self._cutter = loop.call_at(when, self._cut.set)
+
+    async def _drain_tasks(self) -> None:
         pending = set(self.in_flight)
-        if pending and grace != 0:
-            _, pending = await asyncio.wait(pending, timeout=None if grace < 0 else grace)
+        if pending and not self._cut.is_set():
+            drained = asyncio.ensure_future(asyncio.wait(pending))
+            cut = asyncio.ensure_future(self._cut.wait())
+            await asyncio.wait({drained, cut}, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in (drained, cut):
+                waiting.cancel()
+            pending = {task for task in pending if not task.done()}
+        if self._cutter is not None:
+            self._cutter.cancel()
         self._cancelled_by_stop |= pending
         for task in pending:
             task.cancel()
