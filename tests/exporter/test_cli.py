@@ -10,8 +10,11 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -219,11 +222,14 @@ class TestExporterCli:
         assert ready[0] == 200
         assert status == 0 and not Path(path).exists()
 
-    def test_sigterm_while_a_targets_file_read_stalls_exits_0(self, tmp_path: Path) -> None:
-        """Given an exporter whose re-read of its targets file (SIGHUP) stalls in the file
-        system for good, when it gets SIGTERM, then it exits 0 all the same: nothing
-        waits for the stalled read (it waited for good, until systemd or the kubelet
-        killed it)."""
+    @pytest.mark.parametrize("reload", ["SIGHUP", "POST /-/reload"])
+    def test_sigterm_while_a_targets_file_read_stalls_exits_0(
+        self, tmp_path: Path, reload: str
+    ) -> None:
+        """Given an exporter whose re-read of its targets file (SIGHUP, or a POST /-/reload
+        waiting for its answer) stalls in the file system for good, when it gets SIGTERM,
+        then it exits 0 all the same, the POST answered 503: nothing waits for the
+        stalled read (it waited for good, until systemd or the kubelet killed it)."""
         # Arrange
         path = tmp_path / "targets.yml"
         path.write_text("- targets: ['127.0.0.1:1']\n")
@@ -235,10 +241,15 @@ class TestExporterCli:
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
+        answers: list[int] = []
         try:
             assert process.stdout is not None and process.stderr is not None
-            assert process.stdout.readline().startswith("http://")
-            process.send_signal(signal.SIGHUP)
+            url = process.stdout.readline().strip().removesuffix("/metrics")
+            if reload == "SIGHUP":
+                process.send_signal(signal.SIGHUP)
+            else:
+                posting = threading.Thread(target=lambda: answers.append(_post(url + "/-/reload")))
+                posting.start()
             for line in process.stderr:  # to its end if the process exits first
                 if "read stalls" in line:
                     break
@@ -248,8 +259,11 @@ class TestExporterCli:
         finally:
             process.kill()
             process.wait()
+        if reload != "SIGHUP":
+            posting.join()
         # Assert
         assert status == 0
+        assert answers == ([] if reload == "SIGHUP" else [503])
 
     async def test_stdout_closed_before_the_ready_line(self) -> None:
         """Given an exporter whose stdout is a pipe the reader closed (a log collector
@@ -269,6 +283,15 @@ class TestExporterCli:
         assert healthy, stderr
         assert "ready line not printed" in stderr
         assert status == 0 and "Traceback" not in stderr
+
+
+def _post(url: str) -> int:
+    """The status of an empty POST to ``url``."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=60):
+            return 200
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 async def _healthy(url: str, process, timeout: float = 15.0) -> bool:

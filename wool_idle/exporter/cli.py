@@ -178,11 +178,16 @@ async def _serve(
         f" and the workers of {specs}" if specs else "",
         open_files,
     )
+
+    async def until_stopped() -> None:
+        await stopped.wait()
+        await reloads.close()  # first: a POST /-/reload it holds would hold the server
+
     try:
         return await serve_until_signal(
             "exporter",
             serve_app(app, daemon.web_listen_address, web, path="/metrics"),
-            stopped.wait,
+            until_stopped,
             stop=stopped.set,
             reload=reloads.request,
         )

@@ -26,10 +26,16 @@ class Reloads:
         self.targets = targets
         self._pending: asyncio.Future[bool] | None = None
         self._running: asyncio.Task[None] | None = None
+        self._closed = False
 
     def request(self) -> asyncio.Future[bool]:
         """A re-read that starts after this call (shared with the requests that join
-        it); its result is whether the targets are good (``TargetSet.refresh``)."""
+        it); its result is whether the targets are good (``TargetSet.refresh``).
+        Once closed, a future cancelled already: no re-read starts."""
+        if self._closed:
+            refused = asyncio.get_running_loop().create_future()
+            refused.cancel()
+            return refused
         if self._pending is None:
             self._pending = asyncio.get_running_loop().create_future()
             if self._running is None:
@@ -37,7 +43,9 @@ class Reloads:
         return self._pending
 
     async def close(self) -> None:
-        """Cancel a re-read in progress (at shutdown)."""
+        """Cancel a re-read in progress and the requests waiting for it, and start no
+        more (at shutdown)."""
+        self._closed = True
         if self._running is not None:
             self._running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -65,11 +73,20 @@ class Reloads:
 
 def reload_handler(reloads: Reloads) -> Callable[[web.Request], Awaitable[web.Response]]:
     """The handler: re-read the targets file (off the event loop); 200 if it
-    loaded, else 500 with the reason, the last good targets kept. Register it for
-    POST only: any other method is answered 405."""
+    loaded, else 500 with the reason, the last good targets kept; 503 if the
+    exporter shuts down first (a re-read stalled in the file system must not
+    hold the server's close). Register it for POST only: any other method is
+    answered 405."""
 
     async def reload(request: web.Request) -> web.Response:
-        if await asyncio.shield(reloads.request()):
+        try:
+            good = await asyncio.shield(reloads.request())
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the request itself
+                raise
+            raise web.HTTPServiceUnavailable(text="exporter shutting down\n") from None
+        if good:
             return web.Response(text="OK\n")
         raise web.HTTPInternalServerError(text=f"failed to reload: {reloads.targets.failure}\n")
 
