@@ -68,10 +68,12 @@ def entrypoint_here() -> list[str]:
     return command
 
 
-def first_child(pid: int) -> int:
-    """The pid of the first child of process ``pid`` (waits until it has one)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children")
+def first_child(process: subprocess.Popen[bytes]) -> int:
+    """The pid of the first child of ``process`` (waits until it has one; fails if it
+    exits first, as ``unshare`` does where it may not make namespaces: not root)."""
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
     while not (found := children.read_text().split()):
+        assert process.poll() is None, f"{process.args[0]} exited {process.returncode}"
         time.sleep(0.01)
     return int(found[0])
 
@@ -155,8 +157,9 @@ class TestContainerfile:
             stderr=subprocess.DEVNULL,
         )
         try:
-            pid_1 = first_child(runtime.pid)
+            pid_1 = first_child(runtime)
             while not gate.with_suffix(".started").exists():
+                assert runtime.poll() is None, f"exited {runtime.returncode} before its start"
                 time.sleep(0.01)
             # Act
             os.kill(pid_1, signal.SIGTERM)
