@@ -310,6 +310,25 @@ class TestTargetSet:
         assert targets.get("d:2") == found[2] and targets.discovered == tuple(found)
         assert targets.all() is first
 
+    def test_reload_file_relabelled_at_every_check_keeps_no_memory_per_change(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a targets file of three workers whose labels change before every check
+        (so no check ever finds it unchanged), when it is read 300 times, then what the
+        set keeps about its holds is no larger than the three targets: nothing piles up
+        per change."""
+        # Arrange
+        path = tmp_path / "targets.json"
+        addresses = ["127.0.0.1:1", "127.0.0.1:2", "unix:/tmp/w.sock"]
+        targets = TargetSet(path=str(path))
+        # Act
+        for read in range(300):
+            path.write_text(json.dumps([{"targets": addresses, "labels": {"g": str(read)}}]))
+            assert targets.reload()
+        # Assert
+        assert all(t.regrouped for t in targets.all())
+        assert largest_collection(targets._file, targets._file._regroupings) <= len(addresses)
+
     @pytest.mark.timeout(30)  # reading a FIFO or /dev/zero would hang: fail, not hang
     @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
     async def test_refresh_special_file_keeps_last_good_set(
@@ -494,3 +513,14 @@ class TestTargetSetExporter:
         withheld = ("wool_exporter_probe_errors_total", frozenset({("reason", "pool_changed")}))
         assert cut[withheld] == 1
         assert ("wool_worker_idle_seconds", g) in still
+
+
+def largest_collection(*owners: object) -> int:
+    """The most entries any list, tuple, set or dict attribute of ``owners`` holds."""
+    sizes = [
+        len(value)
+        for owner in owners
+        for value in vars(owner).values()
+        if isinstance(value, list | tuple | set | frozenset | dict)
+    ]
+    return max(sizes, default=0)

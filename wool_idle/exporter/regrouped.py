@@ -21,6 +21,7 @@ the file (after its first load) is held the same way: its labels may be cut too.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -73,6 +74,15 @@ class Regroupings:
             del self._pools[address]
         return marked
 
+    def next_release(self, now: float) -> float:
+        """When the first hold still on at ``now`` ends (``inf``: none is): at most one
+        moment per address kept, however often its labels changed."""
+        grace = self.grace
+        return min(
+            (end for p in self._pools.values() if (end := p.changed_at + grace) > now),
+            default=math.inf,
+        )
+
     def _mark(self, target: Target, now: float) -> Target:
         pool = self._pools.get(target.address)
         if pool is None:
@@ -105,32 +115,36 @@ class FileRegroupings:
     """The targets of a source read now and then (the targets file), each whose labels
     changed against the last read held (``Regroupings``); a held one is released by the
     first ``release`` after its grace ends (the caller's next check of the source),
-    whether or not the source changed."""
+    whether or not the source changed. Only the first hold's end is kept (``_due``), not
+    one moment per change: a file that changes at every check (so ``release`` never
+    runs) costs no memory per change."""
 
     def __init__(self, grace: float, *, source: str) -> None:
-        self._regroupings = Regroupings(grace, wake=self._wake, source=source, hold_new=True)
+        self._regroupings = Regroupings(grace, wake=_no_wake, source=source, hold_new=True)
         self.read: tuple[Target, ...] = ()
         """The targets as last read."""
         self.targets: tuple[Target, ...] = ()
         """``read``, each changed within the grace ``regrouped``."""
-        self._now = 0.0
-        self._wakes: list[float] = []
+        self._due = math.inf
+        """When the first hold ends (``inf``: none is on); ``release`` marks again then."""
 
     def set(self, targets: Sequence[Target], now: float) -> bool:
         """Make ``targets`` (as read at ``now``) the current ones; whether ``targets``
         (as marked) changed."""
-        self.read, self._now = tuple(targets), now
+        self.read = tuple(targets)
         marked = tuple(self._regroupings.mark(self.read, now))
+        self._due = self._regroupings.next_release(now)
         changed, self.targets = marked != self.targets, marked
         return changed
 
     def release(self, now: float) -> bool:
         """Mark the targets again when a grace has ended by ``now``; whether they
         changed."""
-        if not self._wakes or now < min(self._wakes):
+        if now < self._due:
             return False
-        self._wakes = [each for each in self._wakes if each > now]
         return self.set(self.read, now)
 
-    def _wake(self, delay: float) -> None:
-        self._wakes.append(self._now + delay)
+
+def _no_wake(delay: float) -> None:
+    """A file's holds are released by its next check (``FileRegroupings._due``), not by a
+    timer."""
