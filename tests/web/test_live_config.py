@@ -4,8 +4,6 @@ logged once and leave the last good one in force."""
 from __future__ import annotations
 
 import asyncio
-import asyncio.sslproto
-import gc
 import logging
 import os
 import shutil
@@ -13,14 +11,11 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from aiohttp import web
 from support.clock import Clock
 
-from wool_idle.exporter.runtime import settle_garbage_collector
 from wool_idle.web import live_config
 from wool_idle.web.config import WebConfig, WebConfigError
-from wool_idle.web.live_config import COLLECT_EVERY, FAILED_RETRY, LiveWebConfig
-from wool_idle.web.site import serve_app
+from wool_idle.web.live_config import FAILED_RETRY, LiveWebConfig
 
 ALICE = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4)).decode()
 BOB = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=4)).decode()
@@ -591,36 +586,3 @@ def count_parses(monkeypatch) -> list[int]:
             "web config file back to the version in force",
             "keeping the web config loaded before",
         ]
-
-
-class TestServerContext:
-    async def test_server_context_failed_handshakes_wait_for_no_more_than_a_collection(
-        self, tmp_path: Path, tls_material
-    ) -> None:
-        """Given an app served over TLS with the exporter's garbage collector settings
-        (a young generation collected seldom), when 200 clients in turn send plain HTTP
-        to it (each handshake fails), then at most ``COLLECT_EVERY`` of their TLS
-        connections are left for the collector (each holds a 256 KiB buffer)."""
-        # Arrange
-        path = tmp_path / "web.yml"
-        path.write_text(tls_config(tmp_path, tls_material))
-        before = gc.get_threshold()
-        try:
-            async with serve_app(
-                web.Application(), "127.0.0.1:0", LiveWebConfig.load(str(path))
-            ) as url:
-                host, port = url.removeprefix("https://").rsplit(":", 1)
-                settle_garbage_collector()
-                # Act
-                for _ in range(200):
-                    reader, writer = await asyncio.open_connection(host, int(port))
-                    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-                    await reader.read()  # the server closes once the handshake failed
-                    writer.close()
-                    await writer.wait_closed()
-                left = [o for o in gc.get_objects() if isinstance(o, asyncio.sslproto.SSLProtocol)]
-        finally:
-            gc.unfreeze()
-            gc.set_threshold(*before)
-        # Assert
-        assert len(left) <= COLLECT_EVERY

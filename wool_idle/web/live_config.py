@@ -25,23 +25,15 @@ invalid, a file that does not load keeps the last good config in force:
   only close the endpoints further (a header value cut short is the one thing
   taken as written);
 - at start the file is read once, as any daemon reads its configuration;
-- new TLS settings apply to new connections; open connections keep theirs.
-
-A connection whose TLS handshake fails (plain HTTP sent to the HTTPS port, a
-client that leaves half way) is left by asyncio in a reference cycle with its
-256 KiB read buffer (CPython gh-109534, as on the 3.11.7 it was found on), which only the
-garbage collector frees; the exporter runs its young generation seldom (see
-``exporter.runtime``), so a stream of them piled up hundreds of megabytes. Every
-``COLLECT_EVERY`` new TLS connections the collector runs in full (a young
-generation alone would promote the handshakes under way, garbage soon, to the
-oldest, collected rarely): at most that many failed handshakes wait for it.
+- new TLS settings apply to new connections; open connections keep theirs;
+- the garbage of TLS handshakes that failed is collected as ``handshake_garbage``
+  says.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import hashlib
 import logging
 import ssl
@@ -52,6 +44,7 @@ from typing import Final
 from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.config import WebConfig, WebConfigError, web_config_of
+from wool_idle.web.handshake_garbage import HandshakeGarbage
 from wool_idle.web.weakening import weakening
 from wool_idle.worker.tls import RECHECK_INTERVAL
 
@@ -61,10 +54,6 @@ FAILED_RETRY: Final = 10.0
 """Seconds before a version that did not load is tried again, its bytes unchanged."""
 LOGGED_MAX: Final = 100
 """Reasons logged between two versions put in force; beyond them nothing is logged."""
-COLLECT_EVERY: Final = 64
-"""New TLS connections between two full garbage collections (see the module
-docstring): 16 MiB of failed handshakes' buffers at most; start-up objects are
-frozen, and a scraper that keeps its connection open starts none."""
 
 
 class LiveWebConfig:
@@ -232,7 +221,7 @@ class _ContextInForce(ssl.SSLContext):
 
     def __init__(self, in_force: Callable[[], ssl.SSLContext]) -> None:
         self._in_force = in_force
-        self._connections = 0
+        self._garbage = HandshakeGarbage()
 
     def wrap_bio(
         self,
@@ -242,9 +231,6 @@ class _ContextInForce(ssl.SSLContext):
         server_hostname: str | bytes | None = None,
         session: ssl.SSLSession | None = None,
     ) -> ssl.SSLObject:
-        """A TLS connection over the context in force (every ``COLLECT_EVERY``th after
-        a full garbage collection)."""
-        self._connections += 1
-        if self._connections % COLLECT_EVERY == 0:
-            gc.collect()
+        """A TLS connection over the context in force (``HandshakeGarbage`` counts it)."""
+        self._garbage.new_connection()
         return self._in_force().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
