@@ -15,7 +15,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -68,9 +68,15 @@ def entrypoint_here() -> list[str]:
     return command
 
 
+NEW_PID_NAMESPACE: Final = ("--user", "--map-root-user", "--pid", "--fork", "--mount-proc")
+"""``unshare`` flags for a new PID namespace, as a container runtime makes one; the user
+namespace lets a user who is not root make it too (the kernel treats the PID 1 of
+any PID namespace alike)."""
+
+
 def first_child(process: subprocess.Popen[bytes]) -> int:
     """The pid of the first child of ``process`` (waits until it has one; fails if it
-    exits first, as ``unshare`` does where it may not make namespaces: not root)."""
+    exits first, as ``unshare`` does where it may not make namespaces)."""
     children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
     while not (found := children.read_text().split()):
         assert process.poll() is None, f"{process.args[0]} exited {process.returncode}"
@@ -150,7 +156,7 @@ class TestContainerfile:
         path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
         command = [*entrypoint_here(), "worker", "--listen", "127.0.0.1:0"]
         runtime = subprocess.Popen(
-            [unshare, "--pid", "--fork", "--mount-proc", *command],
+            [unshare, *NEW_PID_NAMESPACE, *command],
             env={**os.environ, "PYTHONPATH": path, "HOLD_START_GATE": str(gate)},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
