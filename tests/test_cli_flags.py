@@ -35,6 +35,12 @@ BAD_INPUT: list[tuple[list[str], str]] = [
     (["worker", "--grace", "1x"], "--grace"),
     (["worker", "--grace", "-1"], "--grace"),
     (["worker", "--grace", "300y"], "--grace"),
+    (["worker", "--signal-exit-code", "256"], "--signal-exit-code"),
+    (["worker", "--signal-exit-code", "-1"], "--signal-exit-code"),
+    (["worker", "--signal-exit-code", "SIGTERM"], "--signal-exit-code"),
+    (["worker", "--signal-exit-code", "1"], "--signal-exit-code"),  # cannot listen
+    (["worker", "--signal-exit-code", "2"], "--signal-exit-code"),  # a bad flag
+    (["worker", "--signal-exit-code", "70"], "--signal-exit-code"),  # the loop ended
     (["worker", "--max-in-flight", "-1"], "--max-in-flight"),
     (["worker", "--max-in-flight", "many"], "--max-in-flight"),
     (["worker", "--max-in-flight", "\u0663"], "--max-in-flight"),

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import IO
 
 import grpc
 import pytest
@@ -371,3 +375,104 @@ class TestWorkerCli:
         assert accepted.returncode == 0 and status == 0
         assert "stop refused caller=exporter idle=" in log and "reason=PERMISSION_DENIED" in log
         assert "stop accepted caller=autoscaler idle=" in log and "grace=2.0" in log
+
+
+@contextlib.asynccontextmanager
+async def draining(
+    address: str, gate: str, begin: Callable[[WorkerConnection], object]
+) -> AsyncIterator[WorkerConnection]:
+    """A connection to the worker at ``address``, running a task that waits for the
+    file ``gate``, once ``begin(connection)`` has begun the shutdown (the worker
+    admits no task any more)."""
+    async with WorkerConnection(address) as connection:
+        running = asyncio.ensure_future(connection.dispatch(tasks.gated, gate))
+        try:
+            while await connection.idle_time(timeout=5) != 0.0:  # the task is in flight
+                await asyncio.sleep(0.01)
+            begin(connection)
+            while await _admits_tasks(connection):
+                await asyncio.sleep(0.01)
+            yield connection
+        finally:
+            await asyncio.gather(running, return_exceptions=True)
+
+
+def _read_until(stream: IO[str], text: str) -> bool:
+    """Read ``stream`` until a line holds ``text`` (True) or it ends (False)."""
+    return any(text in line for line in stream)
+
+
+class TestWorkerSignalExitCode:
+    @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+    def test_run_worker_signal_exits_with_the_signal_exit_code(self, signum: int) -> None:
+        """Given a worker with WOOL_IDLE_SIGNAL_EXIT_CODE=143, when it gets SIGTERM or
+        SIGINT (a pod evicted by a node drain, or deleted), then it exits 143, so that
+        Kubernetes starts its Job index again rather than count it complete."""
+        # Arrange
+        process = spawn_cli(["worker"], env={**os.environ, "WOOL_IDLE_SIGNAL_EXIT_CODE": "143"})
+        assert process.stdout is not None and process.stdout.readline().strip()
+        # Act
+        process.send_signal(signum)
+        status = process.wait(timeout=30)
+        # Assert
+        assert status == 143
+
+    def test_run_worker_stop_exits_zero_with_a_signal_exit_code(self) -> None:
+        """Given a worker with --signal-exit-code 143, when a stop RPC retires it, then
+        it exits 0 (its Job index completes)."""
+        # Arrange
+        process, address = start_worker("--signal-exit-code", "143")
+        # Act
+        stopped = run_cli(["stop", address, "--grace", "5s"])
+        status = process.wait(timeout=30)
+        # Assert
+        assert (stopped.returncode, status) == (0, 0)
+
+    async def test_run_worker_signal_during_a_stops_drain_exits_zero(self, tmp_path: Path) -> None:
+        """Given a worker with --signal-exit-code 143 draining a task for a stop, when
+        it gets SIGTERM (its pod deleted meanwhile), then it exits 0: a stop retired it."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker("--signal-exit-code", "143", "--grace", "1s")
+        gate = str(tmp_path / "gate")  # never created: the SIGTERM's grace ends the drain
+        stopping: list[asyncio.Future[None]] = []
+        try:
+            async with draining(
+                address, gate, lambda c: stopping.append(asyncio.ensure_future(c.stop(-1)))
+            ):
+                # Act
+                process.send_signal(signal.SIGTERM)
+                status = await asyncio.to_thread(process.wait, 30)
+        finally:
+            process.kill()
+            await asyncio.gather(*stopping, return_exceptions=True)
+        # Assert
+        assert status == 0
+
+    async def test_run_worker_stop_during_a_signals_drain_exits_with_the_code(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a worker with --signal-exit-code 143 draining a task for a SIGTERM,
+        when a stop RPC comes and is accepted (it joins the drain, its idle condition
+        unchecked), then the worker still exits 143: the signal, not a retirement,
+        began its shutdown."""
+        # Arrange
+        tasks.by_value()
+        process, address = start_worker("--signal-exit-code", "143", "--grace", "30s")
+        assert process.stderr is not None
+        gate = tmp_path / "gate"
+        stopping: list[asyncio.Future[None]] = []
+        try:
+            async with draining(
+                address, str(gate), lambda _: process.send_signal(signal.SIGTERM)
+            ) as connection:
+                # Act
+                stopping.append(asyncio.ensure_future(connection.stop(30, if_idle_for=3600)))
+                accepted = await asyncio.to_thread(_read_until, process.stderr, "stop accepted")
+                gate.touch()
+                status = await asyncio.to_thread(process.wait, 30)
+        finally:
+            process.kill()
+            await asyncio.gather(*stopping, return_exceptions=True)
+        # Assert
+        assert (accepted, status) == (True, 143)

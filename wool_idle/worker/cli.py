@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 from wool_idle.cli.log_flags import add_log_flags, configure_logging
-from wool_idle.cli.parser import Parser
-from wool_idle.cli.serve import serve_until_signal
+from wool_idle.cli.parser import USAGE_ERROR, Parser
+from wool_idle.cli.serve import EXIT_CANNOT_LISTEN, EXIT_OK, serve_until_signal
 from wool_idle.cli.tls_flags import add_server_tls_flags, server_tls
 from wool_idle.cli.values import GRACE, LISTEN_ADDRESS, TEXT, Value, whole_number
 from wool_idle.contract import DEFAULT_GRACE
@@ -41,10 +41,33 @@ DESCRIPTION: Final = (
     f"{CANCEL_WAIT:g} seconds to end; one that ignores its cancellation is left behind. "
     "Once it stops serving, what its tasks left "
     f"behind gets {LEAVING_TIME:g} seconds to end; past them the worker exits anyway. SIGHUP "
-    "is logged and ignored. Exit status: 0 once stopped, 1 if it cannot listen, 2 on a bad "
-    "flag or variable, 70 as above."
+    "is logged and ignored. Exit status: 0 once stopped (--signal-exit-code instead when a "
+    "signal, not a stop, began the shutdown), 1 if it cannot listen, 2 on a bad flag or "
+    "variable, 70 as above."
 )
 """The worker's ``--help`` text: what an operator sees of ``run_worker``'s contract."""
+RESERVED_EXITS: Final = {
+    EXIT_CANNOT_LISTEN: "the worker cannot listen",
+    USAGE_ERROR: "a bad flag or variable",
+    EXIT_LOOP_ENDED: "an exit ended the event loop",
+}
+"""Exit statuses the worker gives other meanings: no ``--signal-exit-code``."""
+
+
+def _exit_status(text: str) -> int:
+    """0-255 but one of ``RESERVED_EXITS`` (a status that says one thing only)."""
+    status = whole_number(0).parse(text)
+    if status > 255:
+        raise ValueError(f"invalid exit status {text!r}: must be 0-255")
+    if status in RESERVED_EXITS:
+        raise ValueError(
+            f"exit status {status} already means {RESERVED_EXITS[status]}; "
+            "choose another, e.g. 143 (128 + SIGTERM)"
+        )
+    return status
+
+
+EXIT_STATUS: Final = Value("STATUS", _exit_status)
 
 
 def register(parser: Parser) -> None:
@@ -63,6 +86,14 @@ def register(parser: Parser) -> None:
         "how long SIGTERM drains in-flight tasks, a drain a stop began included "
         "('forever' for no limit)",
         default=DEFAULT_GRACE,
+    )
+    serving.add(
+        "--signal-exit-code",
+        EXIT_STATUS,
+        "exit status once SIGTERM/SIGINT, not a stop, began the shutdown, so that a "
+        "supervisor starts again a worker it stopped and leaves a retired one be "
+        "(e.g. 143 under Kubernetes; not 1, 2 or 70)",
+        default=EXIT_OK,
     )
     serving.add(
         "--max-in-flight",
@@ -97,11 +128,14 @@ def _authorization(parser: Parser, args: argparse.Namespace) -> MethodPolicy:
 
 def run_worker(args: argparse.Namespace) -> int:
     """Run a worker until a stop RPC or SIGTERM/SIGINT has drained it, as
-    ``DESCRIPTION`` says, and return its exit status. In a process of its own
-    (``args.own_process``), once it stops serving, asyncio's clean-up and the
-    interpreter's exit get ``LEAVING_TIME``; past it the process exits with its
-    status, whatever tasks or threads it left (``ExitDeadline``). Called
-    in-process, the caller's exit is its own: nothing is bounded.
+    ``DESCRIPTION`` says, and return its exit status: whoever began the shutdown
+    decides it, ``args.signal_exit_code`` for a signal (a stop accepted during
+    its drain retires nothing), 0 for a stop (a signal during its drain leaves
+    it a retirement). In a process of its own (``args.own_process``), once it
+    stops serving, asyncio's clean-up and the interpreter's exit get
+    ``LEAVING_TIME``; past it the process exits with its status, whatever tasks
+    or threads it left (``ExitDeadline``). Called in-process, the caller's exit
+    is its own: nothing is bounded.
     """
     tls = server_tls(args.parser, args)
     authorization = _authorization(args.parser, args)
@@ -131,14 +165,19 @@ async def _serve(
         authorization=authorization,
     )
     server = WorkerServer(args.listen, service, tls=tls)
+    signalled = False  # whether a signal, not a stop, began the shutdown
 
     @contextlib.asynccontextmanager
     async def serving() -> AsyncIterator[str]:
         yield await server.start()
 
-    return await serve_until_signal(
-        "worker",
-        serving(),
-        server.wait_closed,
-        stop=lambda: service.shutdown(args.grace, at_most=True),
-    )
+    def stop() -> None:
+        nonlocal signalled
+        signalled = signalled or not service.stopping.is_set()
+        service.shutdown(args.grace, at_most=True)
+
+    status = await serve_until_signal("worker", serving(), server.wait_closed, stop=stop)
+    if status == EXIT_OK and signalled and args.signal_exit_code != EXIT_OK:
+        log.info("worker stopped by a signal: exit status %d", args.signal_exit_code)
+        return int(args.signal_exit_code)
+    return status
