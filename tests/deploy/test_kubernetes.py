@@ -249,6 +249,25 @@ class TestWorkers:
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
         assert job["spec"]["backoffLimit"] == INT32_MAX
 
+    def test_job_starts_again_a_worker_stopped_by_a_signal(
+        self, manifests: list[Manifest], parse_environment: ParseEnvironment
+    ) -> None:
+        """Given the worker Job, then its worker exits non-zero once SIGTERM stopped it
+        (a node drain's eviction, a pod deletion; a stop still exits 0), and the Job's
+        restart semantics stay as docs/deploy.md says (OnFailure, the largest
+        backoffLimit, no podFailurePolicy): the evicted pod fails and its index runs
+        again rather than count complete, the pool one worker smaller for good."""
+        # Arrange
+        job = only(manifests, "Job", "wool-worker")
+        worker = container_of(manifests, "worker")
+        # Act
+        args = parse_environment("worker", environment(worker))
+        # Assert
+        assert args.signal_exit_code != 0
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+        assert job["spec"]["backoffLimit"] == INT32_MAX
+        assert "podFailurePolicy" not in job["spec"]
+
     def test_job_probes_ask_the_grpc_health_service(self, manifests: list[Manifest]) -> None:
         """Given the worker container, then readiness is a gRPC probe on the port it
         listens on, for the Worker service's own health name."""
