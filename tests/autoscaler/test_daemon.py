@@ -35,7 +35,7 @@ from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.discovered import DiscoveredTargets
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
-from wool_idle.worker import WorkerConnection
+from wool_idle.worker import LocalWorker, WorkerConnection
 
 VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
 
@@ -402,6 +402,30 @@ class TestOneWorkerManyNames:
             assert [(r.worker, r.verdict) for r in autoscaler.records] == [
                 (address, Verdict.MIN_WORKERS)
             ]
+
+    async def test_cycle_shows_a_worker_retired_under_every_spelling_read(
+        self, fleet, exporter_process, make_autoscaler
+    ) -> None:
+        """Given the only worker, on [::1], idle, listed to a real exporter as [::1]:P and
+        [0:0:0:0:0:0:0:1]:P, with no floor, when a cycle stops it (once, through the
+        first spelling), then it is shown retired under both spellings: the exporter
+        goes on reading it down under each, and one left unmarked would alert as down."""
+        # Arrange
+        worker = LocalWorker("[::1]:0")
+        fleet.workers.append(worker)
+        await worker.start()
+        port = worker.address.rpartition(":")[2]
+        spellings = [worker.address, f"[0:0:0:0:0:0:0:1]:{port}"]
+        exporter = exporter_process(spellings)
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.3, min_workers=0)
+        await asyncio.sleep(0.4)
+        # Act
+        await autoscaler.cycle()
+        # Assert
+        tried = [(r.worker, r.result) for r in autoscaler.records if r.result is not None]
+        assert tried == [(spellings[1], StopResult.STOPPED)]
+        assert await fleet.wait_exit(worker.address) == 0
+        assert all(retired(autoscaler, label) is not None for label in spellings)
 
     async def test_cycle_a_target_that_never_answered_holds_no_floor(
         self, fleet, exporter_process, make_autoscaler, scripted

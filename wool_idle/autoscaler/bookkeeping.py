@@ -4,7 +4,8 @@ Before a stop is sent it is written down (given a ``StopMemory``: the stop is
 not sent if that fails) and the discovery records at the worker's address are
 noted (given a ``dropper``: its drop drops only one of them). Once it ended the
 planner learns what came of it first; then a worker stopped, or whose stop got
-no answer (it may be draining), is marked retired (``retired``); then it is
+no answer (it may be draining), is marked retired (``retired``) under every label
+the last plan read it under (the source goes on reading each down); then it is
 written down (the retired mark with it), counted and logged. A worker stopped
 has its drop published in wool's discovery (of the record noted, never of a
 worker published since); a drop that fails is counted and logged, never undoes
@@ -57,10 +58,11 @@ class StopBookkeeping:
 
     async def settle(self, decision: Decision, attempt: StopAttempt) -> None:
         """Record, count and log what came of the planned stop of ``decision``."""
-        self.planner.record(decision.worker, attempt.result, time.monotonic())
+        labels = self.planner.record(decision.worker, attempt.result, time.monotonic())
         record = Record.of(decision, self.group_by, attempt.result, attempt.confirmed_idle)
         if attempt.result in (StopResult.STOPPED, StopResult.UNANSWERED):  # its whole group
-            self.metrics.retired.mark(decision.worker, self._group(decision))
+            for label in labels:
+                self.metrics.retired.mark(label, self._group(decision))
         if self.memory is not None:  # with the retired mark
             await self.memory.settled(decision.worker)
         self.metrics.stops.labels(attempt.result.value).inc()
@@ -80,11 +82,14 @@ class StopBookkeeping:
         worker = decision.worker
         async with self.lock:
             gone = ended in (StopResult.STOPPED, StopResult.UNANSWERED)
-            self.planner.record(worker, StopResult.STOPPED if gone else ended, time.monotonic())
-            if gone:
-                self.metrics.retired.mark(worker, self._group(decision))
-            else:
-                self.metrics.retired.forget(worker)
+            labels = self.planner.record(
+                worker, StopResult.STOPPED if gone else ended, time.monotonic()
+            )
+            for label in labels:
+                if gone:
+                    self.metrics.retired.mark(label, self._group(decision))
+                else:
+                    self.metrics.retired.forget(label)
             if self.memory is not None:  # with the retired mark
                 await self.memory.settled(worker)
             if ended is not StopResult.STOPPED:

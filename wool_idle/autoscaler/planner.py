@@ -53,8 +53,8 @@ class Planner(Protocol):
         than the moment their ages count from."""
         ...
 
-    def record(self, worker: str, result: StopResult, now: float) -> None:
-        """Take into account what came of a planned stop of ``worker``."""
+    def record(self, worker: str, result: StopResult, now: float) -> list[str]:
+        """Take in a planned stop's result; the labels it holds for, ``worker`` first."""
         ...
 
 
@@ -125,12 +125,13 @@ class PolicyPlanner:
         )
         return Plan((*result.decisions, *rejected), result.state, result.candidates)
 
-    def record(self, worker: str, result: StopResult, now: float) -> None:
+    def record(self, worker: str, result: StopResult, now: float) -> list[str]:
         """What came of a stop of ``worker`` holds for every label of its worker (its
         ``identity`` in the last plan): a worker stopped under one label counts as gone
-        under the others too, even on a cycle that reads or resolves it only under them."""
-        identity = self._shared.get(worker)
-        labels = [w for w, i in self._shared.items() if i == identity] if identity else [worker]
+        under the others too, even on a cycle that reads or resolves it only under them.
+        Returns those labels (``worker`` first)."""
+        identity = self._shared.get(worker)  # None: no other label names its worker
+        labels = [worker, *(w for w, i in self._shared.items() if i == identity and w != worker)]
         for label in labels:
             self.state = after_stop(
                 self.state, label, result=result, now=now, settings=self.settings
@@ -139,6 +140,7 @@ class PolicyPlanner:
                 self._unreachable[label] = now
             else:  # it answered, or is retiring
                 self._unreachable.pop(label, None)
+        return labels
 
     def marks(self, shift: float) -> Marks:
         """The marks a restart must not lose, in Unix time: each monotonic moment plus
