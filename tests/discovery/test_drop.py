@@ -163,6 +163,35 @@ class TestDropper:
         assert result is DropResult.PUBLISHED
         assert event.metadata.address == dropped
 
+    @pytest.mark.parametrize(
+        ("spelling", "expected"),
+        [
+            ("[0:0:0:0:0:0:0:1]:{port}", DropResult.PUBLISHED),
+            ("[0::1]:{port}", DropResult.PUBLISHED),
+            ("127.0.0.1:{port}", DropResult.NOT_FOUND),
+        ],
+    )
+    async def test_drop_finds_an_ipv6_record_under_another_spelling(
+        self, spelling: str, expected: DropResult
+    ) -> None:
+        """Given a wool pool on [::1] (its worker listed as [::1]:P), when its worker is
+        noted and dropped under another spelling of that address (the label the
+        autoscaler stopped it under), then its record is dropped; under 127.0.0.1:P,
+        another address (a worker apart may listen there), it is not found and stays."""
+        async with WoolFleet() as fleet:
+            # Arrange
+            await fleet.hold()
+            await fleet.serve("v6", 1, host="[::1]")
+            (listed_as,) = await listed(fleet.namespace)
+            stopped = spelling.format(port=listed_as.rpartition(":")[2])
+            # Act
+            result = await noted(Dropper([fleet.namespace]), stopped).drop(stopped)
+            # Assert
+            assert listed_as.startswith("[::1]:")
+            assert result is expected
+            remaining = set() if expected is DropResult.PUBLISHED else {listed_as}
+            assert await listed(fleet.namespace) == remaining
+
     async def test_drop_unknown_address_is_not_found(self, pools) -> None:
         """Given an address no record has, when dropped, then not_found and both
         workers stay listed."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wool_idle.worker.address import parse_address, split_host_port
+from wool_idle.worker.address import parse_address, same_endpoint, split_host_port
 
 
 class TestParseAddress:
@@ -133,3 +133,33 @@ class TestSplitHostPort:
 
         # Assert
         assert found == expected
+
+
+class TestSameEndpoint:
+    @pytest.mark.parametrize(
+        ("address", "other", "expected"),
+        [
+            ("[::1]:7", "[0:0:0:0:0:0:0:1]:7", True),
+            ("[fd00::2]:7", "[FD00::2]:7", True),
+            ("[::ffff:127.0.0.1]:7", "127.0.0.1:7", True),
+            ("[fe80::1%eth0]:7", "[FE80::1%eth0]:7", True),
+            ("unix:/run/w.sock", "unix:/run/w.sock", True),
+            ("[::1]:7", "127.0.0.1:7", False),
+            ("[::1]:7", "[::1]:8", False),
+            ("[fe80::1%eth0]:7", "[fe80::1]:7", False),
+            ("localhost:7", "127.0.0.1:7", False),
+            ("unix:/run/w.sock", "unix:/run/./w.sock", False),
+        ],
+    )
+    def test_same_endpoint_spellings(self, address: str, other: str, expected: bool) -> None:
+        """Given two valid addresses, when compared, then they are one endpoint exactly
+        when their IP hosts are one address (however spelt, IPv4-mapped as IPv4, the
+        zone as written) at one port; names and paths only as written."""
+        # Arrange
+        assert parse_address(address) == address and parse_address(other) == other
+
+        # Act
+        found = same_endpoint(address, other), same_endpoint(other, address)
+
+        # Assert
+        assert found == (expected, expected)

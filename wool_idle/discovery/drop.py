@@ -46,6 +46,7 @@ from wool_idle.discovery.namespace_files import (
     notify_path,
     wake_subscribers,
 )
+from wool_idle.worker.address import parse_address, same_endpoint
 
 log = logging.getLogger("wool_idle.discovery")
 
@@ -125,8 +126,18 @@ def _read_record(uid: uuid.UUID) -> PublishedRecord | None:
 
 
 def listed_at(namespace: str, address: str) -> set[uuid.UUID]:
-    """The uids of ``namespace``'s records at ``address``."""
-    return {r.uid for r in read_records(namespace) if r.address == address}
+    """The uids of ``namespace``'s records at ``address`` (a valid worker address):
+    spelt so, or another spelling of its IP address (``[::1]:P`` listed, the worker
+    read as ``[0:0:0:0:0:0:0:1]:P``; see ``same_endpoint``)."""
+    return {r.uid for r in read_records(namespace) if _at(r.address, address)}
+
+
+def _at(listed: str, address: str) -> bool:
+    """Whether a record listing ``listed`` (any text) is at ``address``."""
+    try:
+        return listed == address or same_endpoint(parse_address(listed), address)
+    except ValueError:  # not a worker address: no other spelling of one
+        return False
 
 
 async def drop_in(

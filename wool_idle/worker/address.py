@@ -104,6 +104,28 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
+def same_endpoint(address: str, other: str) -> bool:
+    """Whether ``address`` and ``other`` (valid, see ``parse_address``) are one socket
+    address, as spelt or as IP addresses: ``[::1]:P`` is ``[0:0:0:0:0:0:0:1]:P`` and
+    ``[::1]:P``'s uppercase twin, ``[::ffff:127.0.0.1]:P`` is ``127.0.0.1:P``. A zone
+    counts as written; host names are never looked up (``localhost:P`` is itself)."""
+    return address == other or _spelt_once(address) == _spelt_once(other)
+
+
+def _spelt_once(address: str) -> str:
+    """``address`` with an IP host in one spelling (IPv4-mapped as IPv4), else as is."""
+    if address.startswith(UNIX_PREFIX):
+        return address
+    host, port = split_host_port(address)
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:  # a host name
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return f"[{ip.compressed}]:{port}"
+    return f"{ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else ip}:{port}"
+
+
 def _check_host(text: str, host: str) -> None:
     """Raise ``ValueError`` unless ``host`` is a bracketed IPv6, an IPv4 or a hostname."""
     if host.startswith("[") and host.endswith("]"):
