@@ -42,6 +42,26 @@ class TestParseAddress:
         with pytest.raises(ValueError, match="invalid address"):
             parse_address(text)
 
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("::1:8080", r"in brackets: \[::1\]:8080 or \[::1:8080\]:PORT"),
+            ("fd00::2:8080", r"in brackets: \[fd00::2\]:8080 or \[fd00::2:8080\]:PORT"),
+            ("fd00::2:", r"in brackets: \[fd00::2\]:PORT$"),
+            (":::9478", r"in brackets: \[::\]:9478$"),
+            ("::1", r"an IPv6 host goes in brackets: \[::1\]:PORT"),
+            ("fe80::1%eth0", r"an IPv6 host goes in brackets: \[fe80::1%eth0\]:PORT"),
+            ("[::1]", r"no port: \[::1\]:PORT"),
+            ("[::]", r"no port: \[::\]:PORT"),
+        ],
+    )
+    def test_parse_address_ipv6_without_brackets_or_port(self, text: str, message: str) -> None:
+        """Given an IPv6 host without brackets (``::1:8080``: which colon ends the host
+        is ambiguous) or a bracketed one without a port, then ValueError saying how to
+        write it (it said ``bad host '[:'`` of ``[::1]``)."""
+        with pytest.raises(ValueError, match=message):
+            parse_address(text)
+
     @pytest.mark.parametrize("path", ["/run/w%41.sock", "/run/w%.sock", "/run/%2Fw.sock"])
     def test_parse_address_unix_path_with_percent(self, path: str) -> None:
         """Given a Unix path with ``%`` (gRPC percent-decodes ``unix:`` paths, so

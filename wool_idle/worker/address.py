@@ -68,7 +68,15 @@ def parse_address(text: str, *, listen: bool = False, grpc_server: bool = True) 
         return text
     if not text.isascii():
         raise ValueError(f"invalid address {text!r}: host and port must be ASCII")
+    if text.startswith("[") and text.endswith("]"):
+        raise ValueError(f"invalid address {text!r}: no port: {text}:PORT")
     host, sep, port = text.rpartition(":")
+    meant = [f"[{host}]:{port if _PORT.fullmatch(port) else 'PORT'}"] if _is_ipv6(host) else []
+    meant += [f"[{text}]:PORT"] if _is_ipv6(text) else []  # ::1:8080 is either
+    if meant:
+        raise ValueError(
+            f"invalid address {text!r}: an IPv6 host goes in brackets: {' or '.join(meant)}"
+        )
     if listen and sep and not host:  # Go's ":9100", which means every interface there
         raise ValueError(
             f"invalid address {text!r}: no host (every interface: 0.0.0.0{text} or [::]{text})"
@@ -136,3 +144,12 @@ def _check_host(text: str, host: str) -> None:
         return
     if not _HOSTNAME.fullmatch(host):
         raise ValueError(f"invalid address {text!r}: bad host {host!r}")
+
+
+def _is_ipv6(text: str) -> bool:
+    """Whether ``text`` is an IPv6 address, unbracketed."""
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
