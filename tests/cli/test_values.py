@@ -7,6 +7,7 @@ import pytest
 from wool_idle.cli.values import (
     FALSE_WORDS,
     TRUE_WORDS,
+    URL,
     choice,
     parse_bool,
     parse_list,
@@ -55,3 +56,20 @@ class TestWholeNumberAndChoice:
     def test_choice_any_case(self) -> None:
         """Given a listed word in another case, then the word as listed."""
         assert choice("text", "json").parse(" JSON ") == "json"
+
+
+class TestUrl:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("http://[fe80::1%25eth0]:9/metrics", "http://[fe80::1%eth0]:9/metrics"),
+            ("https://u:p%25@[fe80::1%252]:9/m?x=%25", "https://u:p%25@[fe80::1%2]:9/m?x=%25"),
+            ("http://[::1]:9/a%25b", "http://[::1]:9/a%25b"),
+            ("http://[fe80::1%eth0]:9/", "http://[fe80::1%eth0]:9/"),
+        ],
+    )
+    def test_url_zone_as_aiohttp_dials_it(self, text: str, expected: str) -> None:
+        """Given a URL whose IPv6 host has a zone as RFC 6874 writes it (``%25eth0``),
+        then the zone as aiohttp dials it (``%eth0``); any other ``%25`` (of the
+        userinfo, the path, the query) and a zone written so already stay."""
+        assert URL.parse(text) == expected

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import os
 import shutil
 import socket
@@ -19,6 +21,7 @@ from support.processes import spawn_cli
 from support.tls import CertFiles, issue
 from support.waiting import eventually_async
 
+from wool_idle.cli.values import URL
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
 
@@ -36,6 +39,19 @@ def hello_app() -> web.Application:
 def socket_path(tmp_path: Path) -> str:
     # Unix socket paths are limited to ~108 bytes; tmp_path can be longer.
     return f"/tmp/wool-idle-web-{os.getpid()}-{abs(hash(tmp_path)) % 10**8}.sock"
+
+
+def link_local() -> tuple[str, str] | None:
+    """A link-local IPv6 address of this host and its interface's name, if one has."""
+    with contextlib.suppress(OSError), open("/proc/net/if_inet6") as table:
+        for line in table:
+            hexed, _, _, scope, _, name = line.split()
+            if scope == "20":  # link scope
+                return str(ipaddress.IPv6Address(bytes.fromhex(hexed))), name
+    return None
+
+
+needs_link_local = pytest.mark.skipif(link_local() is None, reason="no link-local address")
 
 
 class TestServeApp:
@@ -67,6 +83,36 @@ class TestServeApp:
             status = response.status
         # Assert
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
+        assert status == 200
+
+    @needs_link_local
+    async def test_serve_app_on_a_link_local_address_names_its_zone(self) -> None:
+        """Given a link-local address with its zone, when the app is served there, then
+        the URL it gives names the zone as RFC 6874 writes it (``%25eth0``): without
+        it, that URL reaches nothing."""
+        # Arrange
+        address, interface = link_local() or ("", "")
+        # Act
+        async with serve_app(hello_app(), f"[{address}%{interface}]:0") as url:
+            pass
+        # Assert
+        assert url.startswith(f"http://[{address}%25{interface}]:")
+
+    @needs_link_local
+    async def test_url_value_of_a_zoned_url_is_answered(self) -> None:
+        """Given an app served on a link-local address, when its URL as RFC 6874 writes
+        it (``http://[fe80::1%25eth0]:P``, curl's and Go's) is taken as the daemons'
+        URL flags take it and fetched with aiohttp, then the app answers (aiohttp looked
+        the host up undecoded, ``fe80::1%25eth0``, and found nothing)."""
+        # Arrange
+        address, interface = link_local() or ("", "")
+        async with serve_app(hello_app(), f"[{address}%{interface}]:0") as served:
+            port = served.rpartition(":")[2]
+            # Act
+            url = URL.parse(f"http://[{address}%25{interface}]:{port}/hello")
+            async with aiohttp.ClientSession() as session, session.get(url) as response:
+                status = response.status
+        # Assert
         assert status == 200
 
     async def test_serve_app_address_in_use(self) -> None:

@@ -113,7 +113,18 @@ def _url(text: str) -> str:
         parts.port  # noqa: B018 (raises ValueError on a bad port)
     except ValueError:
         raise ValueError(f"invalid URL {redact(text)!r}: bad port") from None
-    return text
+    return _zone_unquoted(text, parts.netloc)
+
+
+def _zone_unquoted(text: str, netloc: str) -> str:
+    """``text`` with an IPv6 zone written as RFC 6874 does (``[fe80::1%25eth0]``, as
+    curl, Go and the daemons' ready lines write it) as aiohttp dials it
+    (``[fe80::1%eth0]``): it looks up the host undecoded, and finds no ``%25eth0``."""
+    host = netloc.rpartition("@")[2]
+    if not host.startswith("[") or "%25" not in host:
+        return text
+    start = text.index("//") + 2 + len(netloc) - len(host)
+    return text[:start] + host.replace("%25", "%", 1) + text[start + len(host) :]
 
 
 def _readable_file(text: str) -> str:

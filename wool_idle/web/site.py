@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -130,7 +131,17 @@ async def _start(runner: web.AppRunner, listen: str, ssl_context: ssl.SSLContext
 
 
 def _bound(runner: web.AppRunner, requested: str) -> str:
+    """The first address bound, as a URL's host and port: an IPv6 zone (a link-local
+    address's) as RFC 6874 writes it, ``[fe80::1%25eth0]`` (without it, nothing
+    reaches the address)."""
     for address in runner.addresses:
         host, port = address[0], address[1]
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if ":" not in host:
+            return f"{host}:{port}"
+        if len(address) > 3 and address[3]:  # the zone: its interface's name, or index
+            zone = str(address[3])
+            with contextlib.suppress(OSError):
+                zone = socket.if_indextoname(address[3])
+            host = f"{host}%25{zone}"
+        return f"[{host}]:{port}"
     return requested
