@@ -6,6 +6,7 @@ import asyncio
 import base64
 import contextlib
 import shutil
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -15,12 +16,15 @@ import pytest
 from aiohttp import web
 from support.tls import CertFiles, issue
 
+from wool_idle.web import client_config
 from wool_idle.web.client_config import parse_client_config
 from wool_idle.web.client_session import CredentialsUnavailable, RedirectRefused, http_session
 from wool_idle.web.config import parse_web_config
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
 
+READERS = "wool-idle-credentials"
+"""The name the threads that read secret files start with."""
 Seen = list[tuple[str, str | None, int | None]]
 """(path, Authorization header, client certificate serial) of each request."""
 
@@ -203,3 +207,39 @@ class TestHttpSession:
                     continue
         # Assert
         assert status == 200
+
+
+class TestHttpSessionStalledSecret:
+    async def test_http_session_stalled_secret_reads_hold_one_thread(
+        self, serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a password_file whose reads stall in the file system (a hung mount,
+        which cannot be made here), when 20 requests each time out waiting for it (an
+        autoscaler cycle each), then one thread reads secrets: those requests' reads
+        never start. A thread per read left one more stalled thread every cycle."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        (tmp_path / "pw").write_text("pw\n")
+        config = parse_client_config("basic_auth: {username: a, password_file: pw}", tmp_path)
+        unstall = threading.Event()
+        read = client_config.read_regular_file
+
+        def stalled(path: str, *, limit: int) -> bytes:
+            unstall.wait()
+            return read(path, limit=limit)
+
+        monkeypatch.setattr(client_config, "read_regular_file", stalled)
+        timeout = aiohttp.ClientTimeout(total=0.05)
+        try:
+            async with http_session(config, origin=url) as session:
+                # Act
+                for _ in range(20):
+                    with pytest.raises(TimeoutError):
+                        await session.get(url, timeout=timeout)
+                readers = [t for t in threading.enumerate() if t.name.startswith(READERS)]
+        finally:
+            unstall.set()
+        # Assert
+        assert len(readers) == 1
+        assert seen == []

@@ -2,24 +2,26 @@
 
 ``http_session`` gives an ``aiohttp.ClientSession`` that applies the config
 to every request: the ``Authorization`` header (secret files read again, off
-the event loop, on a daemon thread: a read stalled on its file system never holds
-up the daemon's exit), and only to the origin the config is for, so a redirect to
-another host never carries the credentials; the TLS context, whose files are
-followed as they rotate; and ``follow_redirects: false``, under which a
-redirect is a failure (``RedirectRefused``) as it is for Prometheus.
+the event loop, on one daemon thread: a read stalled on its file system never
+holds up the daemon's exit, and the requests after it wait for it, each until its
+own timeout, rather than start a thread each), and only to the origin the config
+is for, so a redirect to another host never carries the credentials; the TLS
+context, whose files are followed as they rotate; and ``follow_redirects: false``,
+under which a redirect is a failure (``RedirectRefused``) as it is for Prometheus.
 
 The URLs it is given carry no userinfo (see ``urls``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 import aiohttp
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, hdrs
 from yarl import URL
 
-from wool_idle.daemon_thread import on_daemon_thread
+from wool_idle.daemon_thread import DaemonThreads
 from wool_idle.web.client_config import Credentials, HttpClientConfig
 from wool_idle.web.urls import redact
 
@@ -54,11 +56,19 @@ class _ApplyConfig:
         return response
 
 
+_SECRET_READS: Final = DaemonThreads(1, "wool-idle-credentials")
+"""The thread that reads secret files. One: while a read stalls (a hung mount), each
+request that times out gives up its own read, which then never starts, so no thread
+is added however many requests time out (a thread per read piled up one a cycle for
+as long as the mount hung)."""
+
+
 async def _header(credentials: Credentials) -> str:
     try:
         if credentials.secret.path is None:
             return credentials.header()
-        return await on_daemon_thread("wool-idle-credentials", credentials.header)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_SECRET_READS, credentials.header)
     except OSError as error:
         raise CredentialsUnavailable(str(error)) from None
 
