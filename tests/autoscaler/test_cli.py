@@ -13,29 +13,17 @@ import pytest
 import yaml
 from support import unix_http
 from support.metrics import fetch, samples
-from support.processes import run_cli, spawn_cli
+from support.processes import (
+    run_cli,
+    spawn_cli,
+    spawn_with_stalled_reads,
+    terminated_once_stalled,
+)
 from support.waiting import eventually_async
 
 from wool_idle.cli import build_parser, main
 
 WAIT = 15.0
-STALLED_SECRET = """\
-import sys, threading
-import wool_idle.web.client_config as config
-from wool_idle.cli import main
-read, secret, reads = config.read_regular_file, sys.argv.pop(1), []
-def stalled(path, *, limit):
-    reads.extend([path] if str(path) == secret else [])
-    if len(reads) > 1:
-        print("read stalls", file=sys.stderr, flush=True)
-        threading.Event().wait()
-    return read(path, limit=limit)
-config.read_regular_file = stalled
-sys.exit(main(sys.argv[1:], own_process=True))
-"""
-"""``wool-idle ARGS[1:]`` whose reads of the secret file ARGS[0] after the first (at
-start) stall for good, as on a hung network mount (which cannot be made here); says
-so on stderr."""
 
 
 async def wait_ready(url: str) -> int:
@@ -131,25 +119,18 @@ class TestAutoscalerCli:
         secret.write_text("s3cret\n")
         config = tmp_path / "http.yml"
         config.write_text(f"basic_auth: {{username: u, password_file: {secret}}}\n")
-        process = subprocess.Popen(
-            [sys.executable, "-c", STALLED_SECRET, str(secret), "autoscaler",
-             "--metrics-url", "http://127.0.0.1:1/metrics", "--max-idle", "1m",
+        process = spawn_with_stalled_reads(
+            "wool_idle.web.client_config",
+            secret,
+            ["autoscaler", "--metrics-url", "http://127.0.0.1:1/metrics", "--max-idle", "1m",
              "--source-timeout", "1s", "--http.config.file", str(config),
              "--web.listen-address", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
         )  # fmt: skip
         try:
-            assert process.stdout is not None and process.stderr is not None
+            assert process.stdout is not None
             assert process.stdout.readline().startswith("http://")
-            for line in process.stderr:  # to its end if the process exits first
-                if "read stalls" in line:
-                    break
             # Act
-            process.terminate()
-            status = process.wait(timeout=30)
+            status = terminated_once_stalled(process)
         finally:
             process.kill()
             process.wait()

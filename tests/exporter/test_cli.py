@@ -8,7 +8,6 @@ import json
 import os
 import resource
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 from support import unix_http
 from support.metrics import by_worker, fetch, samples
-from support.processes import spawn_cli
+from support.processes import spawn_cli, spawn_with_stalled_reads, terminated_once_stalled
 
 import wool_idle
 from wool_idle.cli import build_parser, main
@@ -30,22 +29,6 @@ from wool_idle.exporter.settings import DaemonSettings
 
 EVENT_ENGINE_OFF = "-event_engine_client,-event_engine_for_all_other_endpoints"
 """gRPC's event-engine client off (docs/scaling.md: an operator's tuning)."""
-STALLED_READS = """\
-import sys, threading
-import wool_idle.exporter.targets as targets
-from wool_idle.cli import main
-read, reads = targets.read_regular_file, []
-def stalled(path, *, limit):
-    reads.append(path)
-    if len(reads) > 1:
-        print("read stalls", file=sys.stderr, flush=True)
-        threading.Event().wait()
-    return read(path, limit=limit)
-targets.read_regular_file = stalled
-sys.exit(main(sys.argv[1:], own_process=True))
-"""
-"""``wool-idle ARGS`` whose targets file reads after the first stall for good, as on a
-hung network mount (which cannot be made here); says so on stderr."""
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
@@ -233,29 +216,23 @@ class TestExporterCli:
         # Arrange
         path = tmp_path / "targets.yml"
         path.write_text("- targets: ['127.0.0.1:1']\n")
-        process = subprocess.Popen(
-            [sys.executable, "-c", STALLED_READS, "exporter", "--targets-file", str(path),
-             "--targets-refresh", "1h", "--web.listen-address", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        process = spawn_with_stalled_reads(
+            "wool_idle.exporter.targets",
+            path,
+            ["exporter", "--targets-file", str(path), "--targets-refresh", "1h",
+             "--web.listen-address", "127.0.0.1:0"],
         )  # fmt: skip
         answers: list[int] = []
         try:
-            assert process.stdout is not None and process.stderr is not None
+            assert process.stdout is not None
             url = process.stdout.readline().strip().removesuffix("/metrics")
             if reload == "SIGHUP":
                 process.send_signal(signal.SIGHUP)
             else:
                 posting = threading.Thread(target=lambda: answers.append(_post(url + "/-/reload")))
                 posting.start()
-            for line in process.stderr:  # to its end if the process exits first
-                if "read stalls" in line:
-                    break
             # Act
-            process.terminate()
-            status = process.wait(timeout=30)
+            status = terminated_once_stalled(process)
         finally:
             process.kill()
             process.wait()

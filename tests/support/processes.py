@@ -9,6 +9,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 COMMAND = (sys.executable, "-m", "wool_idle")
+STALLED = "read stalls"
+"""What a process of ``spawn_with_stalled_reads`` says on stderr when a read stalls."""
+_STALLED_READS = f"""\
+import importlib, sys, threading
+from wool_idle.cli import main
+module, stalled_path = importlib.import_module(sys.argv.pop(1)), sys.argv.pop(1)
+read, reads = module.read_regular_file, []
+def stalled(path, *, limit):
+    reads.extend([path] if str(path) == stalled_path else [])
+    if len(reads) > 1:
+        print({STALLED!r}, file=sys.stderr, flush=True)
+        threading.Event().wait()
+    return read(path, limit=limit)
+module.read_regular_file = stalled
+sys.exit(main(sys.argv[1:], own_process=True))
+"""
 
 
 def run_cli(
@@ -61,3 +77,31 @@ def processes_with_marker(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def spawn_with_stalled_reads(
+    module: str, path: str | Path, args: Sequence[str]
+) -> subprocess.Popen[str]:
+    """Start ``wool-idle ARGS`` like ``spawn_cli``, its reads of the file ``path``
+    through ``module``'s ``read_regular_file`` after the first (at start) stalled for
+    good, as on a hung network mount (which cannot be made here); it says ``STALLED``
+    on stderr as one stalls."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _STALLED_READS, module, str(path), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def terminated_once_stalled(process: subprocess.Popen[str], timeout: float = 30.0) -> int:
+    """Send ``process`` (of ``spawn_with_stalled_reads``) SIGTERM once a read of it
+    stalled (or it exited) and return its exit status (``TimeoutExpired`` past
+    ``timeout``)."""
+    assert process.stderr is not None
+    for line in process.stderr:  # to its end if the process exits first
+        if STALLED in line:
+            break
+    process.terminate()
+    return process.wait(timeout=timeout)
