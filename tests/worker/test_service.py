@@ -566,3 +566,52 @@ class TestWorkerService:
         # Assert
         assert before.status == health_pb2.HealthCheckResponse.SERVING
         assert during.status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class TestWorkerServiceShutdown:
+    async def test_shutdown_at_most_ends_a_longer_drain_sooner(
+        self, start_server, tmp_path: Path
+    ) -> None:
+        """Given a worker draining a task that never ends for a stop of 30 s grace, when
+        shutdown is asked again with 0.05 s at most (a supervisor's SIGTERM), then the
+        drain ends by then: the task is cancelled and the stop answered, well within
+        the stop's own grace."""
+        # Arrange
+        gate = tmp_path / "gate"  # never created before the end
+        server, connection, running, first_stop = await draining(start_server, gate)
+        # Act
+        try:
+            await asyncio.wait_for(server.service.shutdown(0.05, at_most=True), 20)
+            outcome = (await asyncio.gather(running, return_exceptions=True))[0]
+            await asyncio.wait_for(first_stop, 20)
+        finally:
+            gate.touch()
+            await connection.close()
+        # Assert
+        assert isinstance(outcome, TaskCancelled)
+        assert server.service.stopped.is_set()
+
+    async def test_shutdown_at_most_never_lengthens_a_drain(
+        self, start_server, tmp_path: Path
+    ) -> None:
+        """Given a worker draining a task that never ends for a stop of 0.05 s grace,
+        when shutdown is asked again with an hour at most (a SIGTERM of a worker whose
+        --grace is longer), then the drain still ends at the stop's grace: the task is
+        cancelled."""
+        # Arrange
+        gate = tmp_path / "gate"
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        await poll_until(lambda: len(server.service.in_flight) == 1)
+        first = server.service.shutdown(0.05)
+        # Act
+        try:
+            server.service.shutdown(3600.0, at_most=True)
+            await asyncio.wait_for(first, 20)
+            outcome = (await asyncio.gather(running, return_exceptions=True))[0]
+        finally:
+            gate.touch()
+            await connection.close()
+        # Assert
+        assert isinstance(outcome, TaskCancelled)
