@@ -145,8 +145,9 @@ class WorkerService:
         ``grace`` 0 cancels in-flight tasks at once, a positive value drains for
         that long then cancels, a negative value waits indefinitely. A second
         call joins the first shutdown and keeps its grace; ``at_most`` (a
-        supervisor's SIGTERM, whose own deadline counts from now) ends a drain
-        under way ``grace`` seconds from now if it would end later (never).
+        supervisor's SIGTERM, whose own deadline counts from now) makes a drain
+        under way end ``grace`` seconds from now if it would end later or never
+        (a negative ``grace`` changes nothing), never later than it would have.
         """
         if self._drain is None:
             self.stopping.set()
