@@ -16,6 +16,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from support.worker_shutdown import worker_shutdown_at_most
 
 from wool_idle import __version__
 from wool_idle.autoscaler.actuator import STOP_REPLY_WAIT
@@ -293,14 +294,15 @@ class TestWorkers:
 
     def test_job_termination_outlasts_a_drain(self, manifests: list[Manifest]) -> None:
         """Given the worker Job, then the pod's termination grace covers the worker's
-        own drain on SIGTERM (its grace + the server's close grace)."""
+        whole shutdown on SIGTERM (its grace, the wait for cancelled tasks, the
+        server's close grace and the clean-up time), so no task is lost uncancelled."""
         # Arrange
         job = only(manifests, "Job", "wool-worker")
         own_drain = seconds(environment(container_of(manifests, "worker"))["WOOL_IDLE_GRACE"])
         # Act
         termination = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         # Assert
-        assert termination > own_drain + CLOSE_GRACE
+        assert termination > worker_shutdown_at_most(own_drain)
 
     def test_autoscaler_termination_outlasts_its_shutdown(self, manifests: list[Manifest]) -> None:
         """Given the autoscaler's Deployment and its settings, then Kubernetes waits on
