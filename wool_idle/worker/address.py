@@ -71,12 +71,8 @@ def parse_address(text: str, *, listen: bool = False, grpc_server: bool = True) 
     if text.startswith("[") and text.endswith("]"):
         raise ValueError(f"invalid address {text!r}: no port: {text}:PORT")
     host, sep, port = text.rpartition(":")
-    meant = [f"[{host}]:{port if _PORT.fullmatch(port) else 'PORT'}"] if _is_ipv6(host) else []
-    meant += [f"[{text}]:PORT"] if _is_ipv6(text) else []  # ::1:8080 is either
-    if meant:
-        raise ValueError(
-            f"invalid address {text!r}: an IPv6 host goes in brackets: {' or '.join(meant)}"
-        )
+    if ":" in host and not host.startswith("["):  # never valid: perhaps IPv6 unbracketed
+        _refuse_unbracketed(text, host, port)
     if listen and sep and not host:  # Go's ":9100", which means every interface there
         raise ValueError(
             f"invalid address {text!r}: no host (every interface: 0.0.0.0{text} or [::]{text})"
@@ -144,6 +140,18 @@ def _check_host(text: str, host: str) -> None:
         return
     if not _HOSTNAME.fullmatch(host):
         raise ValueError(f"invalid address {text!r}: bad host {host!r}")
+
+
+def _refuse_unbracketed(text: str, host: str, port: str) -> None:
+    """Raise ``ValueError`` saying where the brackets go if ``host`` (of ``text``, split
+    at its last ``:``) or ``text`` is an unbracketed IPv6 address (``::1:8080`` is
+    either); return otherwise."""
+    meant = [f"[{host}]:{port if _PORT.fullmatch(port) else 'PORT'}"] if _is_ipv6(host) else []
+    meant += [f"[{text}]:PORT"] if _is_ipv6(text) else []
+    if meant:
+        raise ValueError(
+            f"invalid address {text!r}: an IPv6 host goes in brackets: {' or '.join(meant)}"
+        )
 
 
 def _is_ipv6(text: str) -> bool:
