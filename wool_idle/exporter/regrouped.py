@@ -50,12 +50,13 @@ class Regroupings:
         self,
         grace: float,
         *,
-        wake: Callable[[float], None],
+        wake: Callable[[float], None] | None = None,
         source: str = "wool discovery",
         hold_new: bool = False,
     ) -> None:
         """``wake(delay)`` asks for the targets to be set again after ``delay`` seconds,
-        when a regrouped address's grace ends; ``source`` names them in the log. With
+        when a regrouped address's grace ends (None: the caller asks ``next_release``
+        instead); ``source`` names them in the log. With
         ``hold_new``, an address first seen after the first ``mark`` is held as one
         that moved (a file read cut inside the labels of a worker just added to it)."""
         self.grace = grace
@@ -90,7 +91,7 @@ class Regroupings:
             self._pools[target.address] = pool = _Pool(
                 target.labels, now if held else float("-inf"), now
             )
-            if held:
+            if held and self._wake is not None:
                 self._wake(self.grace)
         elif pool.labels != target.labels:
             if now - pool.changed_at >= self.grace:
@@ -104,7 +105,8 @@ class Regroupings:
                     self.grace,
                 )
             pool.labels, pool.changed_at = target.labels, now
-            self._wake(self.grace)
+            if self._wake is not None:
+                self._wake(self.grace)
         pool.seen_at = now
         if now - pool.changed_at < self.grace:
             return replace(target, regrouped=True)
@@ -120,7 +122,7 @@ class FileRegroupings:
     runs) costs no memory per change."""
 
     def __init__(self, grace: float, *, source: str) -> None:
-        self._regroupings = Regroupings(grace, wake=_no_wake, source=source, hold_new=True)
+        self._regroupings = Regroupings(grace, source=source, hold_new=True)
         self.read: tuple[Target, ...] = ()
         """The targets as last read."""
         self.targets: tuple[Target, ...] = ()
@@ -143,8 +145,3 @@ class FileRegroupings:
         if now < self._due:
             return False
         return self.set(self.read, now)
-
-
-def _no_wake(delay: float) -> None:
-    """A file's holds are released by its next check (``FileRegroupings._due``), not by a
-    timer."""
