@@ -12,6 +12,7 @@ from support.tasks import NameExitingType
 from wool_idle import exceptions
 from wool_idle.exceptions import (
     MalformedReply,
+    NestedDispatchFailed,
     OutcomeTooLarge,
     RpcError,
     StopRefused,
@@ -28,6 +29,7 @@ ERRORS = [
     MalformedReply("idle", "2-byte reply does not decode as IdleTime"),
     TaskAborted(SystemExit(3)),
     OutcomeTooLarge("result", 5_000_000, 4_194_304),
+    NestedDispatchFailed(TransientRpcError("dispatch", grpc.StatusCode.UNAVAILABLE, "down")),
 ]
 
 

@@ -14,6 +14,10 @@
      +-- OutcomeTooLarge           the task ran, but its pickled result or exception is
      |                             over the message limit (sent by the worker as the
      |                             task's exception)
+     +-- NestedDispatchFailed      the task ran and raised an error saying a task never
+     |                             started (a TransientRpcError or DispatchRejected of a
+     |                             dispatch it made itself); delivered wrapped, so it is
+     |                             not read as this call's
      +-- RpcError                  an RPC failed with a status code
           +-- TransientRpcError    the code is in TRANSIENT_CODES and no task of the call
           |                        started: retry elsewhere/later
@@ -108,6 +112,23 @@ class OutcomeTooLarge(WoolError):
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return type(self), (self.what, self.size, self.limit)
+
+
+class NestedDispatchFailed(WoolError):
+    """The task ran and raised ``exception``, an error saying that a task never started
+    (a ``TransientRpcError`` or ``DispatchRejected``: a dispatch the task made itself,
+    to another worker or its own, failed so).
+
+    Raised as is, it would say that the caller's own task never started, and a
+    caller retrying it elsewhere would run its side effects twice.
+    """
+
+    def __init__(self, exception: Exception) -> None:
+        super().__init__(f"the task ran and raised {safe_repr(exception)}")
+        self.exception = exception
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), (self.exception,)
 
 
 class RpcError(WoolError):

@@ -372,3 +372,14 @@ async def prints(size: int) -> int:
     sys.stdout.write("x" * size)
     sys.stdout.flush()
     return size
+
+
+async def gated_then_dispatches(gate: str, address: str, value: object) -> object:
+    """Wait for the file ``gate``, then dispatch ``echo(value)`` to the worker at
+    ``address`` (the one running this task too, say) and return what it returned,
+    its error left to propagate: a nested dispatch."""
+    from wool_idle.worker import WorkerConnection
+
+    await gated(gate)
+    async with WorkerConnection(address) as connection:
+        return await connection.dispatch(echo, value)

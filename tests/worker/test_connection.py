@@ -22,6 +22,7 @@ from support.tasks import (
     aborts_described_by_exiting_text,
     aborts_exiting_when_described,
     echo,
+    gated_then_dispatches,
     outcome_exiting_when_unpickled,
     sized,
     sleep_for,
@@ -33,6 +34,7 @@ from wool_idle.exceptions import (
     TRANSIENT_CODES,
     IdleUnavailable,
     MalformedReply,
+    NestedDispatchFailed,
     RpcError,
     StopRefused,
     TaskAborted,
@@ -540,6 +542,37 @@ class TestDispatchAfterAck:
         assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert not isinstance(raised.value, TransientRpcError)
         assert after == "still serving"
+
+
+class TestNestedDispatch:
+    async def test_dispatch_task_whose_own_dispatch_was_refused_is_not_transient(
+        self, start_server, tmp_path
+    ) -> None:
+        """Given a task on a worker that, once the worker is draining for a stop,
+        dispatches a subtask to that same worker (refused: UNAVAILABLE) and lets the
+        subtask's TransientRpcError propagate, when its caller reads the outcome, then
+        it gets NestedDispatchFailed carrying that error, never a TransientRpcError:
+        the task ran, and a caller retrying it elsewhere would run it twice."""
+        # Arrange
+        server = await start_server()
+        gate = tmp_path / "gate"
+        connection = WorkerConnection(server.address)
+        outer = asyncio.ensure_future(
+            connection.dispatch(gated_then_dispatches, str(gate), server.address, "inner")
+        )
+        assert await eventually_async(lambda: len(server.service.in_flight) == 1)
+        stop = asyncio.ensure_future(connection.stop(30.0))
+        assert await eventually_async(server.service.stopping.is_set)
+        # Act
+        gate.touch()
+        outcome = (await asyncio.gather(outer, return_exceptions=True))[0]
+        await stop
+        await connection.close()
+        # Assert
+        assert not isinstance(outcome, TransientRpcError)
+        assert isinstance(outcome, NestedDispatchFailed)
+        assert isinstance(outcome.exception, TransientRpcError)
+        assert outcome.exception.code is grpc.StatusCode.UNAVAILABLE
 
 
 class TestDispatchOutcomeUnpickling:

@@ -206,7 +206,9 @@ class WorkerConnection:
         Raises ``DispatchRejected`` if the worker refused the task before
         tracking it; the task's own exception if it raised one (a
         ``BaseException`` that is not an ``Exception``, like ``SystemExit``,
-        comes wrapped in ``TaskAborted``); RPC errors as mapped in
+        comes wrapped in ``TaskAborted``; a ``TransientRpcError`` or
+        ``DispatchRejected`` of a dispatch the task made itself, in
+        ``NestedDispatchFailed``); RPC errors as mapped in
         ``wool_idle.exceptions``. Only a failure before the worker
         acknowledged the task can be a ``TransientRpcError`` (a call the worker
         cancels as it closes is one: the task never started), never the refusal

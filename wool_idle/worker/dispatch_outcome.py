@@ -6,7 +6,9 @@ other sequence is a ``MalformedReply``. A call that fails after the ``ack`` may
 have run the task, so its error is never transient (``TaskOutcomeLost``); nor is
 the refusal of a task too large for any worker to receive.
 Unpickling an outcome runs the worker's code: an exit it raises comes as
-``TaskAborted`` and cannot end this process.
+``TaskAborted`` and cannot end this process. A task's own exception that says a
+task never started (``NEVER_STARTED``: a dispatch the task made failed so) comes
+as ``NestedDispatchFailed``, so it is never read as this dispatch's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import grpc
 from wool_idle.exceptions import (
     DispatchRejected,
     MalformedReply,
+    NestedDispatchFailed,
     RpcError,
     TaskAborted,
     TaskOutcomeLost,
@@ -27,6 +30,9 @@ from wool_idle.exceptions import (
 )
 from wool_idle.proto import Response
 
+NEVER_STARTED: Final = (TransientRpcError, DispatchRejected)
+"""The errors saying a dispatch's task never started: raised by a task that ran (a
+dispatch of its own failed so), they come wrapped in ``NestedDispatchFailed``."""
 MAX_TASK_BYTES: Final = 4 * 1024 * 1024
 """The largest dispatch request a worker receives: gRPC's default limit, which our
 worker keeps. Every worker refuses a larger one (``RESOURCE_EXHAUSTED``) alike."""
@@ -78,6 +84,8 @@ def task_outcome(responses: list[Response]) -> Any:
         return _loads(responses[1].result)
     error = _loads(responses[1].exception)
     kind = type(error)  # isinstance would run the object's own __class__ lookup
+    if issubclass(kind, NEVER_STARTED):  # the task ran: never read as this call's
+        raise NestedDispatchFailed(error) from error
     if issubclass(kind, Exception):
         raise error
     if issubclass(kind, BaseException):
