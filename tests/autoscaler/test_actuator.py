@@ -319,8 +319,13 @@ class TestWorkerActuator:
         assert await actuator().retire(stop(worker)) == StopAttempt(StopResult.FAILED)
 
 
-def graceful(grace: float) -> WorkerActuator:
-    return WorkerActuator(ActionSettings(grace=grace, rpc_timeout=5.0), max_idle=0.2, dry_run=False)
+def graceful(grace: float, before_stop=None) -> WorkerActuator:
+    return WorkerActuator(
+        ActionSettings(grace=grace, rpc_timeout=5.0),
+        max_idle=0.2,
+        dry_run=False,
+        before_stop=before_stop,
+    )
 
 
 def window_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -386,6 +391,54 @@ class TestConditionalStop:
         assert await fleet.wait_exit(address) == 0
         assert window_lines(caplog) == []
 
+    async def test_retire_unconditional_worker_busy_once_the_stop_is_written_down(
+        self, scripted
+    ) -> None:
+        """Given a worker that does not honour the conditional stop, idle past the rule
+        at the confirmation, which gets a task while the stop is written down before it
+        is sent (the state file's write may take up to 10 s), when retired, then no stop
+        is sent and the result is refused_busy with the idle time read last: the one
+        confirmation was no longer the worker's state."""
+        # Arrange
+        worker = await scripted(seconds=100.0)
+
+        async def task_arrives(address: str) -> None:
+            worker.seconds = 0.0
+
+        # Act
+        attempt = await actuator(before_stop=task_arrives).retire(stop(worker.address))
+        # Assert
+        assert attempt == StopAttempt(StopResult.REFUSED_BUSY, 0.0)
+        assert worker.stop_requests == []
+
+    @pytest.mark.e2e
+    async def test_retire_real_wool_worker_given_a_task_before_the_stop_is_sent(
+        self,
+    ) -> None:
+        """Given a real wool 0.15.7 worker idle past the rule, and a wool client whose
+        task (longer than the grace) reaches it after the confirmation, while the stop
+        is written down, when retired, then it is not stopped, and the client's task
+        completes (stopped, the task was cancelled once the grace ran out)."""
+        # Arrange
+        async with WoolFleet() as pools:
+            await pools.hold()
+            await pools.serve("hot", 1)
+            (address,) = [r.address for r in read_records(pools.namespace)]
+            await asyncio.sleep(0.3)
+            clients = []
+
+            async def task_arrives(worker: str) -> None:
+                clients.append(await pools.client("hot", seconds=0.1, task_seconds=4.0))
+                assert await eventually_async_idle_zero(worker)
+
+            # Act
+            attempt = await graceful(1.0, before_stop=task_arrives).retire(stop(address))
+            counts = await pools.counts(clients[0])
+            # Assert
+            assert attempt.result is StopResult.REFUSED_BUSY
+            assert counts == {"submitted": 1, "completed": 1, "failed": 0}
+            assert await answers(address)
+
     @pytest.mark.e2e
     async def test_retire_real_wool_worker(self, caplog: pytest.LogCaptureFixture) -> None:
         """Given two real wool 0.15.7 workers idle past the rule, when one is retired
@@ -408,6 +461,18 @@ class TestConditionalStop:
             assert await answers(first) and not await answers(second)
             assert len(window_lines(caplog)) == 2
             assert "window is open" in window_lines(caplog)[1]
+
+
+async def eventually_async_idle_zero(address: str) -> bool:
+    """Whether the worker at ``address`` reads busy (idle 0) within 30 s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30.0
+    async with WorkerConnection(address) as connection:
+        while await connection.idle_time(timeout=2.0) > 0:
+            if loop.time() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+    return True
 
 
 async def answers(address: str) -> bool:

@@ -4,10 +4,11 @@ Safety, in order: the worker's own ``idle`` RPC must confirm the threshold;
 then a conditional stop ("only if idle for at least max_idle") that our worker
 refuses atomically if work arrived, with a grace so in-flight work finishes.
 A worker whose idle reply does not say it honours the conditional stop (a
-wool worker) stops unconditionally: a task arriving between the confirmation
-and the stop drains for the grace, so with a grace of 0 no stop is sent at
-all (``unconditional_grace_zero``), and with any other grace the log says
-the window is open. Whatever goes wrong with one worker is that worker's
+wool worker) stops unconditionally: it is asked its idle time again after
+``before_stop`` (a state file's write may take seconds), right before the stop,
+and a task arriving in that last round trip drains for the grace, so with a
+grace of 0 no stop is sent at all (``unconditional_grace_zero``), and with any
+other grace the log says the window is open. Whatever goes wrong with one worker is that worker's
 result, never the cycle's: every exception but cancellation becomes a result.
 
 Once the stop is sent, only an answer that says it was not carried out (a
@@ -38,7 +39,7 @@ from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, stop_outcome
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.contract import DEFAULT_GRACE, MAX_REPLY_BYTES, stop_deadline, valid_idle
 from wool_idle.exceptions import TransientRpcError
-from wool_idle.worker import ClientTls, WorkerConnection
+from wool_idle.worker import ClientTls, IdleReport, WorkerConnection
 
 __all__ = [
     "STOP_REPLY_WAIT",
@@ -52,7 +53,8 @@ __all__ = [
 log = logging.getLogger("wool_idle.autoscaler")
 
 BeforeStop = Callable[[str], Awaitable[None]]
-"""Awaited after the worker confirmed its idle time and right before the stop RPC."""
+"""Awaited after the worker confirmed its idle time, before the stop RPC (and before the
+second confirmation of a worker that does not honour the conditional stop)."""
 StopEnded = Callable[[Decision, StopResult], Awaitable[None]]
 """Awaited when a stop that went on in the background ended: its decision, and what came
 of it (``stopped``, ``refused_busy`` or ``failed`` after all, or ``unanswered``)."""
@@ -167,19 +169,26 @@ class WorkerActuator:
         call.add_done_callback(_retrieve)  # cut at exit, its error is nobody's to log
         self._going_on[worker] = asyncio.ensure_future(ending())
 
-    async def _confirm_and_stop(
-        self, connection: WorkerConnection, worker: str, sent: list[asyncio.Future[None]]
-    ) -> StopAttempt:
-        """Confirm and stop ``worker``; the stop call, once sent, is put in ``sent``."""
+    async def _confirm(self, connection: WorkerConnection, worker: str) -> IdleReport | StopAttempt:
+        """``worker``'s idle report if it confirms the threshold, else what came of it."""
         try:
             report = await connection.idle_report(timeout=self.settings.rpc_timeout)
         except TransientRpcError:
             return StopAttempt(StopResult.UNREACHABLE)
         except Exception as error:  # IdleUnavailable, RpcError, a reply that does not decode
             return failed(worker, "idle", error, None)
+        if not (valid_idle(report.seconds) and report.seconds >= self.max_idle):
+            return StopAttempt(StopResult.REFUSED_BUSY, report.seconds)
+        return report
+
+    async def _confirm_and_stop(
+        self, connection: WorkerConnection, worker: str, sent: list[asyncio.Future[None]]
+    ) -> StopAttempt:
+        """Confirm and stop ``worker``; the stop call, once sent, is put in ``sent``."""
+        report = await self._confirm(connection, worker)
+        if isinstance(report, StopAttempt):
+            return report
         idle, grace = report.seconds, self.settings.grace
-        if not (valid_idle(idle) and idle >= self.max_idle):
-            return StopAttempt(StopResult.REFUSED_BUSY, idle)
         if not report.conditional_stop and grace == 0:
             log.warning(
                 "worker %s does not say it honours the conditional stop: no stop with grace "
@@ -201,6 +210,11 @@ class WorkerActuator:
                 await self.before_stop(worker)
         except Exception as error:
             return failed(worker, "before stop", error, idle)
+        if not report.conditional_stop:  # unconditional: confirmed again right before it
+            report = await self._confirm(connection, worker)
+            if isinstance(report, StopAttempt):
+                return report
+            idle = report.seconds
         call = asyncio.ensure_future(
             connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
         )
