@@ -177,3 +177,37 @@ class TestConditionalStopAdvertised:
         # Assert
         assert theirs.conditional_stop is False and theirs.seconds > 0
         assert ours.conditional_stop is True and ours.seconds > 0
+
+
+class TestWoolWorkloads:
+    def test_suspended_stream_is_busy_and_never_stopped(self, wool15) -> None:
+        """Given a wool client holding a stream open on a real wool 0.15 worker, its
+        generator suspended until the client pulls the next item, when `wool-idle idle`
+        asks and `wool-idle stop --if-idle-for` tries to stop it, then the worker reads
+        busy (0.000), the stop is held (exit 3: a wool worker ignores the condition, so
+        it is checked first), and the client then pulls every item."""
+        # Arrange
+        client = subprocess.Popen(
+            [wool15.python, str(SCRIPTS / "wool_stream.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert client.stdout is not None and client.stdin is not None
+            address = client.stdout.readline().strip()
+            time.sleep(0.3)  # the threshold below is met by time, were the worker idle
+            # Act
+            idle = run_cli(["idle", address])
+            held = run_cli(["stop", address, "--if-idle-for", "0.2s", "--grace", "5s"])
+            client.stdin.write("pull\n")
+            client.stdin.flush()
+            outcome = json.loads(client.stdout.readline())
+        finally:
+            client.terminate()
+            client.wait(timeout=60)
+        # Assert
+        assert idle.returncode == 0 and idle.stdout.strip() == "0.000"
+        assert held.returncode == 3, held.stderr
+        assert outcome == {"items": [0, 1, 2]}
