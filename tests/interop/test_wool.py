@@ -204,9 +204,13 @@ class TestWoolWorkloads:
             client.stdin.write("pull\n")
             client.stdin.flush()
             outcome = json.loads(client.stdout.readline())
-        finally:
-            client.terminate()
-            client.wait(timeout=60)
+        finally:  # stdin closed, the client pulls the rest and leaves, its pool too
+            client.stdin.close()
+            try:
+                client.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                client.wait()
         # Assert
         assert idle.returncode == 0 and idle.stdout.strip() == "0.000"
         assert held.returncode == 3, held.stderr
