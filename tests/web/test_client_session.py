@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+from support.connect_proxy import RefusingProxy
 from support.tls import CertFiles, issue
 
 from wool_idle.web import client_config
@@ -90,6 +91,28 @@ class TestHttpSession:
             await get(session, f"{url}/two")
         # Assert
         assert [auth for _, auth, _ in seen] == [basic("a", "first"), basic("a", "second")]
+
+    @pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY", "all_proxy"])
+    async def test_http_session_ignores_the_proxy_environment(
+        self, serve: Serve, tmp_path: Path, monkeypatch, variable: str
+    ) -> None:
+        """Given a source on loopback and a host whose environment names a forward
+        proxy (``variable``) that refuses everything, when the session reads the
+        source, then it reached the source itself and the proxy saw nothing (as
+        Prometheus's scrapes, without ``proxy_from_environment``)."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        config = parse_client_config("follow_redirects: true", tmp_path)
+        async with RefusingProxy() as proxy:
+            monkeypatch.setenv(variable, proxy.url)
+            # Act
+            async with http_session(config, origin=url) as session:
+                status = await get(session, f"{url}/metrics")
+            # Assert
+            assert status == 200
+            assert proxy.seen == []
+            assert [path for path, _, _ in seen] == ["/metrics"]
 
     async def test_http_session_credentials_stay_with_their_origin(
         self, serve: Serve, tmp_path: Path

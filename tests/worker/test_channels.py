@@ -7,6 +7,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from support.connect_proxy import RefusingProxy
 from support.tasks import gated
 from support.tls import TlsMaterial, issue, make_tls_material
 from support.waiting import eventually_async
@@ -109,6 +110,28 @@ class TestChannelPool:
         await channels.release(key, first)
         await channels.release(key, first)
         assert channels.users(key) == 0
+
+    @pytest.mark.parametrize("variable", ["http_proxy", "https_proxy", "grpc_proxy"])
+    async def test_acquire_dials_workers_directly_whatever_the_proxy_environment(
+        self, start_server, monkeypatch, variable: str
+    ) -> None:
+        """Given a worker on loopback and a host whose environment names a forward
+        proxy (``variable``, as on a corporate network) that refuses everything,
+        when a connection asks the worker's idle time, then the channel dialled the
+        worker itself: the call is answered and the proxy saw nothing (as
+        Prometheus's scrapes ignore the proxy environment)."""
+        # Arrange
+        server = await start_server()
+        async with RefusingProxy() as proxy:
+            monkeypatch.setenv(variable, proxy.url)
+            monkeypatch.delenv("no_proxy", raising=False)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            # Act
+            async with WorkerConnection(server.address) as connection:
+                idle = await connection.idle_time(timeout=5.0)
+            # Assert
+            assert idle >= 0.0
+            assert proxy.seen == []
 
 
 class TestConnectionRotation:

@@ -12,6 +12,13 @@ tells a connection holding the old one to move (the old one closes when its
 last user releases it). Before a connection opens a channel it awaits
 ``look_again``, so that one made once a cycle uses the files as they are, not
 as of its previous look.
+
+A channel dials its worker directly: the proxy environment (``grpc_proxy``,
+``https_proxy``, ``http_proxy``), which gRPC would otherwise follow with an HTTP
+``CONNECT`` for every address, loopback included, is ignored (``DIRECT``), as
+Prometheus's scrapes ignore it. A worker is reached on its own network; a
+corporate proxy would refuse it (every worker down) or stand between the
+autoscaler and the worker it stops.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from wool_idle.worker.stubs import Stubs
 from wool_idle.worker.tls import RECHECK_INTERVAL, ClientTls, PemSet
 
 ChannelOptions = tuple[tuple[str, Any], ...]
+DIRECT: Final = (("grpc.enable_http_proxy", 0),)
+"""The option that keeps gRPC from dialling through the proxy environment."""
 FRESH_WAIT: Final = 1.0
 """Seconds a connection about to open a channel waits for its TLS files to be read."""
 
@@ -123,7 +132,7 @@ class ChannelPool:
         return found
 
     def _open(self, key: ChannelKey) -> _Entry:
-        options: Sequence[tuple[str, Any]] = list(key.options)
+        options: Sequence[tuple[str, Any]] = [*DIRECT, *key.options]
         target = dial_target(key.target)
         if key.tls is None:
             return _Entry(grpc.aio.insecure_channel(target, options=options), None)
