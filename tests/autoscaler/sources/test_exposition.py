@@ -9,6 +9,7 @@ from email.utils import formatdate
 import aiohttp
 import pytest
 from aiohttp import web
+from support.cut_answer import CutAnswer
 
 from wool_idle.autoscaler import policy
 from wool_idle.autoscaler.policy import PolicySettings, Reading
@@ -350,3 +351,18 @@ class TestExporterSource:
             readings = await ExporterSource(session, str(server.make_url("/metrics")), [], 2).read()
         # Assert
         assert len(readings) == 5 and all(r.age >= least for r in readings)
+
+    @pytest.mark.parametrize("end", ["reset", "close"])
+    async def test_read_answer_without_a_length_is_a_source_error(self, end: str) -> None:
+        """Given text whose worker has two conflicting series (500 and 0: never
+        stopped), answered with neither Content-Length nor chunked encoding and ended
+        after the first series by a connection reset or close (its end cannot be
+        told from a cut), when read, then SourceError: never a reading of 500."""
+        # Arrange
+        text = exposition(("a:1", ',job="x"', 500), ("a:1", ',job="y"', 0))
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+        cut = text.encode()[: text.index('wool_worker_idle_seconds{worker="a:1",job="y"')]
+        async with CutAnswer(head + cut, end) as server, aiohttp.ClientSession() as session:
+            # Act / Assert
+            with pytest.raises(SourceError, match="Content-Length"):
+                await ExporterSource(session, server.url, [], 2.0).read()

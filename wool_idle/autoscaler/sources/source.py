@@ -4,8 +4,13 @@ Text is UTF-8, as Prometheus reads it: a ``charset`` in the answer's
 Content-Type is not heeded (some codecs, punycode, decode in quadratic time).
 A body is read up to ``max_bytes`` (after any decompression): one over it is a
 ``SourceError``, so an endless or huge answer costs at most that much memory
-and stops no one. A text answer's own age (``answer_age``) comes from its ``Age``
-and ``Date`` headers: a cache between serves old text as if it were new. Bodies
+and stops no one. An answer must say where it ends (``Content-Length`` or
+chunked encoding): one ended by the connection's close (or reset: aiohttp reads
+both as its end) cannot be told from one cut short, which drops series (a
+worker's conflicting one, that kept it from being stopped) or digits, so it is
+a ``SourceError``; Prometheus, its Pushgateway and the exporter always say.
+A text answer's own age (``answer_age``) comes from its ``Age`` and ``Date``
+headers: a cache between serves old text as if it were new. Bodies
 are decoded (JSON) on a thread, off the event loop,
 and the sources parse them on a thread too (as the planner plans): a large
 answer never holds up ``/-/healthy`` or the daemon's other work.
@@ -111,9 +116,23 @@ async def _get(
                 raise WrongPage(f"GET {url}: HTTP 404")
             if response.status != 200:
                 raise SourceError(f"GET {url}: HTTP {response.status}")
+            if not _delimited(response):
+                raise SourceError(f"GET {url}: {UNDELIMITED}")
             return await _body(response, url, max_bytes), response.headers
     except (aiohttp.ClientError, TimeoutError, ValueError) as error:
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
+
+
+UNDELIMITED: Final = (
+    "an answer with neither Content-Length nor chunked encoding: its end cannot be "
+    "told from a connection cut short"
+)
+
+
+def _delimited(response: aiohttp.ClientResponse) -> bool:
+    """Whether ``response`` says where its body ends (a length, or chunks)."""
+    encoding = response.headers.get("Transfer-Encoding", "")
+    return response.content_length is not None or "chunked" in encoding.lower()
 
 
 def answer_age(ages: list[str], date: str | None, now: float | None = None) -> float:
