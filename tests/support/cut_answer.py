@@ -18,6 +18,7 @@ class CutAnswer:
         self.raw, self.end = raw, end
         self.url = ""
         self._server: asyncio.Server | None = None
+        self._answering: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
@@ -27,8 +28,13 @@ class CutAnswer:
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._server is not None
         self._server.close()
+        await asyncio.gather(*self._answering, return_exceptions=True)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
         try:
             await reader.readuntil(b"\r\n\r\n")
             writer.write(self.raw)

@@ -17,6 +17,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
+from support.cut_answer import CutAnswer
 
 from wool_idle.autoscaler.identity import AddressResolver
 from wool_idle.autoscaler.planner import PolicyPlanner
@@ -196,6 +197,37 @@ class TestFetchCap:
                 await fetch(
                     session, str(server.make_url("/")), {}, 60.0, json_body=json_body, max_bytes=MiB
                 )
+
+    @pytest.mark.parametrize(
+        ("members", "cut", "whole"),
+        [(1, True, False), (2, True, False), (1, False, True), (2, False, True)],
+    )
+    async def test_fetch_gzip_body_reads_whole_or_fails(
+        self, members: int, cut: bool, whole: bool
+    ) -> None:
+        """Given exposition text gzipped (in one member or two) and sent with the
+        Content-Length of what is sent, when the gzip stream is cut short (a server or
+        a proxy between that stopped compressing midway) and fetched, then SourceError
+        (never the text up to the cut, which drops series and digits); whole, it
+        reads as the text."""
+        # Arrange
+        text = "".join(IDLE_ROW % port for port in range(400))
+        half = len(text) // 2
+        parts = [text] if members == 1 else [text[:half], text[half:]]
+        body = b"".join(gzip.compress(part.encode()) for part in parts)
+        sent = body[: len(body) - 40] if cut else body
+        head = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(sent)
+        )
+        async with CutAnswer(head + sent, "close") as server, aiohttp.ClientSession() as session:
+            # Act
+            try:
+                got: str | None = await fetch(session, server.url, {}, 5.0, json_body=False)
+            except SourceError:
+                got = None
+        # Assert
+        assert got == (text if whole else None)
 
     @pytest.mark.parametrize("kind", ["exporter", "prometheus"])
     async def test_read_at_the_cap_reads(self, aiohttp_server, kind: str) -> None:

@@ -2,18 +2,18 @@
 
 Text is UTF-8, as Prometheus reads it: a ``charset`` in the answer's
 Content-Type is not heeded (some codecs, punycode, decode in quadratic time).
-A body is read up to ``max_bytes`` (after any decompression): one over it is a
-``SourceError``, so an endless or huge answer costs at most that much memory
-and stops no one. An answer must say where it ends (``Content-Length`` or
-chunked encoding): one ended by the connection's close (or reset: aiohttp reads
-both as its end) cannot be told from one cut short, which drops series (a
+A body is read up to ``max_bytes`` after decoding, and a gzip body must decode
+whole (see ``body``): anything else is a ``SourceError``, so an endless, huge
+or cut answer stops no one. An answer must say where it ends (``Content-Length``
+or chunked encoding): one ended by the connection's close (or reset: aiohttp
+reads both as its end) cannot be told from one cut short, which drops series (a
 worker's conflicting one, that kept it from being stopped) or digits, so it is
 a ``SourceError``; Prometheus, its Pushgateway and the exporter always say.
 A text answer's own age (``answer_age``) comes from its ``Age`` and ``Date``
-headers: a cache between serves old text as if it were new. Bodies
-are decoded (JSON) on a thread, off the event loop,
-and the sources parse them on a thread too (as the planner plans): a large
-answer never holds up ``/-/healthy`` or the daemon's other work.
+headers: a cache between serves old text as if it were new. Bodies are decoded
+(JSON) on a thread, off the event loop, and the sources parse them on a thread
+too (as the planner plans): a large answer never holds up ``/-/healthy`` or the
+daemon's other work.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import aiohttp
 from multidict import CIMultiDictProxy
 
 from wool_idle.autoscaler.policy import Reading
+from wool_idle.autoscaler.sources.body import ACCEPT_ENCODING, BodyError, read_body
 
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """64 MiB: the largest body a source reads (``--source-max-bytes``). A fleet of
@@ -110,7 +111,11 @@ async def _get(
     (``WrongPage`` for a 404)."""
     try:
         async with session.get(
-            url, params=params, timeout=aiohttp.ClientTimeout(total=timeout)
+            url,
+            params=params,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            headers={"Accept-Encoding": ACCEPT_ENCODING},
+            auto_decompress=False,
         ) as response:
             if response.status == 404:
                 raise WrongPage(f"GET {url}: HTTP 404")
@@ -118,7 +123,9 @@ async def _get(
                 raise SourceError(f"GET {url}: HTTP {response.status}")
             if not _delimited(response):
                 raise SourceError(f"GET {url}: {UNDELIMITED}")
-            return await _body(response, url, max_bytes), response.headers
+            return await read_body(response, max_bytes), response.headers
+    except BodyError as error:
+        raise SourceError(f"GET {url}: {error}") from None
     except (aiohttp.ClientError, TimeoutError, ValueError) as error:
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
 
@@ -165,17 +172,3 @@ def _unix_time(date: str) -> float | None:
         return sent.replace(tzinfo=sent.tzinfo or UTC).timestamp()
     except (TypeError, ValueError, OverflowError):
         return None
-
-
-async def _body(response: aiohttp.ClientResponse, url: str, max_bytes: int) -> bytes:
-    """The body of ``response``, read up to ``max_bytes``; ``SourceError`` beyond."""
-    over = SourceError(f"GET {url}: body over {max_bytes} bytes (--source-max-bytes)")
-    if response.content_length is not None and response.content_length > max_bytes:
-        raise over
-    chunks, size = [], 0
-    async for chunk in response.content.iter_any():
-        size += len(chunk)
-        if size > max_bytes:
-            raise over
-        chunks.append(chunk)
-    return b"".join(chunks)
