@@ -65,6 +65,40 @@ class TestAutoscalerCli:
         assert "result=stopped" in result.stderr
         assert await fleet.wait_exit(address) == 0
 
+    async def test_once_proxy_environment_is_not_dialled(self, fleet, exporter_process) -> None:
+        """Given an idle worker behind an exporter, and an autoscaler whose environment
+        names a forward proxy for every scheme (``http_proxy``, ``https_proxy``,
+        ``grpc_proxy``: a corporate host) at an address nothing listens on, when
+        `--once` runs past max-idle with a floor of 0, then it read the exporter,
+        confirmed and stopped the worker directly (never ``unreachable``)."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        exporter = exporter_process([address])
+        dead = "http://127.0.0.1:1"
+        proxies = {name: dead for name in ("http_proxy", "https_proxy", "grpc_proxy")}
+        await asyncio.sleep(0.3)
+        # Act
+        result = await asyncio.to_thread(
+            run_cli,
+            [
+                "autoscaler",
+                "--max-idle",
+                "200ms",
+                "--metrics-url",
+                exporter.url,
+                "--min-workers",
+                "0",
+                "--grace",
+                "2s",
+                "--once",
+            ],
+            env={**proxies, "no_proxy": ""},
+        )
+        # Assert
+        assert result.returncode == 0, result.stderr
+        assert "result=stopped" in result.stderr
+        assert await fleet.wait_exit(address) == 0
+
     async def test_once_signalled_lets_the_stop_it_sent_end(self, scripted, serve_text) -> None:
         """Given an idle worker that answers its stop once drained, 2 s later, when
         `--once` gets SIGTERM after sending the stop, then it waits for the stop and

@@ -157,6 +157,22 @@ class TestExporterCli:
         assert by_worker(metrics, "wool_worker_up") == {worker_address: 1, "127.0.0.1:1": 0}
         assert set(by_worker(probe, "wool_worker_idle_seconds")) == {worker_address}
 
+    def test_proxy_environment_is_not_dialled(self, start_exporter, worker_address) -> None:
+        """Given an exporter whose environment names a forward proxy for every scheme
+        (``http_proxy``, ``https_proxy``, ``grpc_proxy``: a corporate host) at an
+        address nothing listens on, when it serves a real worker, then the worker
+        reads up with its idle value: workers are dialled directly."""
+        # Arrange
+        dead = "http://127.0.0.1:1"
+        proxies = {name: dead for name in ("http_proxy", "https_proxy", "grpc_proxy")}
+        env = {**os.environ, **proxies, "no_proxy": ""}
+        url = start_exporter("--target", worker_address, env=env)
+        # Act
+        metrics = fetch(url)
+        # Assert
+        assert by_worker(metrics, "wool_worker_up") == {worker_address: 1}
+        assert set(by_worker(metrics, "wool_worker_idle_seconds")) == {worker_address}
+
     def test_grpc_errors_of_a_probed_address_stay_out_of_the_log(self, start_exporter) -> None:
         """Given an exporter started without GRPC_VERBOSITY in its environment, when
         /probe is asked about an IPv6 address whose zone names no interface (anyone
