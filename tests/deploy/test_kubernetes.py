@@ -21,7 +21,9 @@ from support.worker_shutdown import worker_shutdown_at_most
 from wool_idle import __version__
 from wool_idle.autoscaler.actuator import STOP_REPLY_WAIT
 from wool_idle.autoscaler.daemon import exit_wait
+from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES
 from wool_idle.cli.values import DURATION
+from wool_idle.exporter.connections import ADHOC_LIMIT
 from wool_idle.proto import SERVICE
 from wool_idle.worker.server import CLOSE_GRACE
 
@@ -37,6 +39,20 @@ DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 OVERLAY_MARK = "# my-overlay/kustomization.yaml"  # the overlay docs/deploy.md shows
 OVERLAY_BASE = "../wool-idle/deploy/kubernetes"
 CLIENT_LABEL = "wool-idle/client"  # the label of the pods that may dispatch to workers
+LARGEST_FLEET = 10_000  # the workers docs/scaling.md gives one fan-out exporter
+# The sizing rules of docs/scaling.md ("Memory and CPU per daemon"), from VmHWM measured
+# by bench/envelopes.py: the exporter's start-up, each connection to a worker over TLS
+# (the costlier kind), each scrape rendered at once (4: an HA pair, a federation, a
+# person), one 10,000-worker answer with 300 characters of wool labels per worker.
+EXPORTER_BASE_MIB = 64
+TLS_CONNECTION_KIB = 95
+CONCURRENT_SCRAPES = 4
+SCRAPE_MIB = 3 * 17_000_000 / 2**20  # rendering holds about 3x the 17 MB answer
+# The autoscaler: its start-up, and what parsing a body holds per byte of it (exposition
+# text, 8.4x measured; Prometheus JSON 6.5x).
+AUTOSCALER_BASE_MIB = 64
+PARSE_FACTOR = 9
+MEBIBYTES = {"Ki": 2**-10, "Mi": 1, "Gi": 2**10}
 Manifest = dict[str, Any]
 Validate = Callable[[Manifest, str], None]  # the conftest fixtures' types
 ParseEnvironment = Callable[[str, dict[str, str]], argparse.Namespace]
@@ -69,6 +85,13 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 def environment(container: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item["value"] for item in container.get("env", [])}
+
+
+def mebibytes(quantity: str) -> float:
+    """A Kubernetes memory quantity (``512Mi``, ``1Gi``) in MiB."""
+    match = re.fullmatch(r"(\d+)([KMG]i)", quantity)
+    assert match, quantity
+    return int(match[1]) * MEBIBYTES[match[2]]
 
 
 def seconds(text: str) -> float:
@@ -383,6 +406,46 @@ class TestDaemons:
         probe = container["livenessProbe"]
         # Assert
         assert probe.get("timeoutSeconds", 1) >= max(LARGEST_FLEET_SCRAPE, own)
+
+    def test_exporter_memory_limit_holds_the_largest_fleet(
+        self, manifests: list[Manifest]
+    ) -> None:
+        """Given the exporter's container, then its memory limit holds the largest fleet
+        one exporter serves (10,000 workers) over TLS, plus every ad-hoc ``/probe``
+        connection it may keep (``--probe.adhoc-limit``), while several scrapes of
+        workers with long wool labels render at once (docs/scaling.md): below it, the
+        kernel kills the exporter in the middle of a scrape, and it restarts into the
+        same load (a 512Mi limit was killed at 10,000 plaintext workers with 300
+        characters of labels and 4 scrapers)."""
+        # Arrange
+        container = container_of(manifests, "exporter")
+        adhoc = int(environment(container).get("WOOL_IDLE_PROBE_ADHOC_LIMIT", ADHOC_LIMIT))
+        connections = LARGEST_FLEET + adhoc
+        needed = (
+            EXPORTER_BASE_MIB
+            + connections * TLS_CONNECTION_KIB / 1024
+            + CONCURRENT_SCRAPES * SCRAPE_MIB
+        )
+        # Act
+        limit = mebibytes(container["resources"]["limits"]["memory"])
+        # Assert
+        assert limit >= needed, f"{limit} MiB < {needed:.0f} MiB"
+
+    def test_autoscaler_memory_limit_holds_its_largest_read(
+        self, manifests: list[Manifest]
+    ) -> None:
+        """Given the autoscaler's container, then its memory limit holds the parse of
+        the largest body it accepts (``--source-max-bytes``): a limit below it is an
+        OOM kill on a body the autoscaler would have read (the shipped 256Mi was killed
+        by a 64 MiB exposition text, a 10,000-worker fleet's with ~1 KB of labels)."""
+        # Arrange
+        container = container_of(manifests, "autoscaler")
+        largest = int(environment(container).get("WOOL_IDLE_SOURCE_MAX_BYTES", DEFAULT_MAX_BYTES))
+        needed = AUTOSCALER_BASE_MIB + PARSE_FACTOR * largest / 2**20
+        # Act
+        limit = mebibytes(container["resources"]["limits"]["memory"])
+        # Assert
+        assert limit >= needed, f"{limit} MiB < {needed:.0f} MiB"
 
     @pytest.mark.parametrize("subcommand", ["worker", "exporter", "autoscaler"])
     def test_container_environment_is_valid_configuration(
