@@ -7,7 +7,7 @@ blackbox_exporter's grpc prober can probe the same fleet.
 A bench helper, not a stand-in for real workers in tests: it lets a 2-core
 machine present 1,000+ workers. Usage::
 
-    python -m bench.fleet --workers 1000
+    python -m bench.fleet --workers 1000 [--tls-cert CERT --tls-key KEY]
 
 prints one JSON line ``{"addresses": [...]}`` once it serves, then on each
 line read from stdin prints ``{"calls": total, "peers": {peer: count}}`` (the
@@ -22,6 +22,7 @@ import asyncio
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -44,7 +45,8 @@ class Fleet:
         return Void()
 
 
-async def serve(workers: int) -> None:
+async def serve(workers: int, tls: tuple[str, str] | None = None) -> None:
+    """Serve ``workers`` ports, over TLS with ``tls`` (certificate, key) when given."""
     fleet = Fleet()
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers(
@@ -66,7 +68,12 @@ async def serve(workers: int) -> None:
     health_pb2_grpc.add_HealthServicer_to_server(checks, server)
     for name in ("", SERVICE):
         await checks.set(name, health_pb2.HealthCheckResponse.SERVING)
-    ports = [server.add_insecure_port("127.0.0.1:0") for _ in range(workers)]
+    if tls is None:
+        ports = [server.add_insecure_port("127.0.0.1:0") for _ in range(workers)]
+    else:
+        pair = (Path(tls[1]).read_bytes(), Path(tls[0]).read_bytes())
+        credentials = grpc.ssl_server_credentials([pair])
+        ports = [server.add_secure_port("127.0.0.1:0", credentials) for _ in range(workers)]
     await server.start()
     print(json.dumps({"addresses": [f"127.0.0.1:{p}" for p in ports]}), flush=True)
     reader = asyncio.StreamReader()
@@ -83,7 +90,11 @@ async def serve(workers: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=1000)
-    asyncio.run(serve(parser.parse_args().workers))
+    parser.add_argument("--tls-cert", help="PEM certificate: serve TLS")
+    parser.add_argument("--tls-key", help="PEM key of --tls-cert")
+    args = parser.parse_args()
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    asyncio.run(serve(args.workers, tls))
 
 
 if __name__ == "__main__":

@@ -57,15 +57,17 @@ modules:
 
 
 class Fleet:
-    """A simulated fleet of ``workers`` (bench.fleet), in shards of ``FLEET_SHARD``."""
+    """A simulated fleet of ``workers`` (bench.fleet), in shards of ``FLEET_SHARD``;
+    over TLS with ``tls`` (certificate, key) when given."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, tls: tuple[str, str] | None = None) -> None:
+        flags = ["--tls-cert", tls[0], "--tls-key", tls[1]] if tls else []
         self.shards: list[Child] = []
         self.addresses: list[str] = []
         try:
             for start in range(0, workers, FLEET_SHARD):
                 size = min(FLEET_SHARD, workers - start)
-                shard = Child(["-m", "bench.fleet", "--workers", str(size)])
+                shard = Child(["-m", "bench.fleet", "--workers", str(size), *flags])
                 self.shards.append(shard)
                 self.addresses.extend(shard.first["addresses"])
         except BaseException:
@@ -131,6 +133,7 @@ class Exporter(_Process):
         concurrency: int = 256,
         timeout: str = "10s",
         env: Mapping[str, str] | None = None,
+        flags: Sequence[str] = (),
     ) -> None:
         command = [
             sys.executable,
@@ -145,6 +148,7 @@ class Exporter(_Process):
             timeout,
             "--log.level",
             "warning",
+            *flags,
         ]
         if addresses is not None:
             targets = directory / f"targets-{len(addresses)}.json"

@@ -16,6 +16,7 @@ BENCHMARKS = [
     "scrapers",
     "worker",
     "autoscaler_cycle",
+    "envelopes",
 ]
 
 pytestmark = pytest.mark.e2e
