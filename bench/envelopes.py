@@ -2,10 +2,10 @@
 largest fleet the docs give, in its worst realistic shapes, against the limits of
 the Kubernetes manifests (deploy/kubernetes).
 
-    python -m bench.envelopes [--workers 10000] [--rounds 4] [--quick]
+    python -m bench.envelopes [--workers 10000] [--rounds 4] [--scrapers 4] [--quick]
 
 Exporter: a simulated fleet (bench.fleet, plaintext or TLS), the real exporter
-(``--timeout 10s``) scraped as Prometheus does (10 s timeout) by 1 or 4 scrapers
+(``--timeout 10s``) scraped as Prometheus does (10 s timeout) by 1 or ``--scrapers``
 at once, ``--rounds`` times (the first opens every connection); ``/probe``: every
 worker probed ad hoc (no targets file), 64 at once. Long labels: a 44-character
 ``wool_namespace`` and 300 characters of ``wool_tags`` per worker, 100 workers a
@@ -57,13 +57,15 @@ class Shape:
     probe: bool = False
 
 
-SHAPES = (
-    Shape("fan-out plaintext"),
-    Shape("fan-out, labels, 4 scrapers", label_chars=300, scrapers=4),
-    Shape("fan-out TLS", tls=True),
-    Shape("fan-out TLS, labels, 4 scrapers", tls=True, label_chars=300, scrapers=4),
-    Shape("/probe ad hoc, 64 at once", probe=True),
-)
+def shapes(scrapers: int) -> tuple[Shape, ...]:
+    """The loads measured, those with labels scraped by ``scrapers`` at once."""
+    return (
+        Shape("fan-out plaintext"),
+        Shape(f"fan-out, labels, {scrapers} scrapers", label_chars=300, scrapers=scrapers),
+        Shape("fan-out TLS", tls=True),
+        Shape(f"fan-out TLS, labels, {scrapers} scrapers", True, 300, scrapers),
+        Shape("/probe ad hoc, 64 at once", probe=True),
+    )
 
 
 def limit_mib(component: str) -> float:
@@ -170,6 +172,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=4, help="scrape rounds per shape")
+    parser.add_argument("--scrapers", type=int, default=4, help="at once, in the labelled shapes")
     parser.add_argument("--quick", action="store_true", help="300 workers, 2 rounds")
     args = parser.parse_args()
     n, rounds = (300, 2) if args.quick else (args.workers, args.rounds)
@@ -182,7 +185,7 @@ def main() -> None:
         ROW.format("exporter shape", "answered", "cpu s", "healthy s", "fds", "threads", "peak MiB")
     )
     peaks = []
-    for shape in SHAPES:
+    for shape in shapes(args.scrapers):
         with tempfile.TemporaryDirectory() as directory:
             row = measure_exporter(shape, n, rounds, Path(directory))
         print(row, flush=True)
