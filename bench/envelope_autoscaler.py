@@ -84,8 +84,11 @@ async def autoscaler_peak(source: list[str], bodies: dict[str, bytes]) -> float:
     return int(output) / 1024
 
 
-def measure_autoscaler(n: int) -> list[tuple[str, float, float]]:
-    """(input, body MB, peak MiB) for each input."""
+def measure_autoscaler(
+    n: int, max_bytes: int = DEFAULT_MAX_BYTES
+) -> list[tuple[str, float, float]]:
+    """(input, body MB, peak MiB) for each input; the last is text just under
+    ``max_bytes``, read with that ``--source-max-bytes``."""
     results = [
         ProbeResult(Target(a, tuple(sorted(labels.items()))), True, True, 42.0, 0.001)
         for a, labels in labelled([f"10.0.{i // 256}.{i % 256}:50051" for i in range(n)], 300)
@@ -94,17 +97,18 @@ def measure_autoscaler(n: int) -> list[tuple[str, float, float]]:
     values, ages = (body.encode() for body in api_bodies(results))
     padding = b"".join(
         b'wool_worker_up{worker="pad%d"} 0.0\n' % i
-        for i in range((DEFAULT_MAX_BYTES - len(text) - 4096) // 40)
+        for i in range((max_bytes - len(text) - 4096) // 40)
     )
-    at_cap = text + padding[: DEFAULT_MAX_BYTES - len(text) - 4096]
+    at_cap = text + padding[: max_bytes - len(text) - 4096]
     at_cap = at_cap[: at_cap.rfind(b"\n") + 1]
     prometheus = ["--prometheus-url", "http://127.0.0.1:{port}", "--alert", "WoolWorkerIdle"]
     exporter = ["--metrics-url", "http://127.0.0.1:{port}/metrics"]
+    capped = [*exporter, "--source-max-bytes", str(max_bytes)]
     rows = []
     for name, source, bodies, size in (
         ("exposition text", exporter, {"/metrics": text}, len(text)),
         ("Prometheus JSON, --alert", prometheus, {"series": values, "ages": ages}, len(values)),
-        ("text at --source-max-bytes", exporter, {"/metrics": at_cap}, len(at_cap)),
+        ("text at --source-max-bytes", capped, {"/metrics": at_cap}, len(at_cap)),
     ):
         rows.append((name, size / 1e6, asyncio.run(autoscaler_peak(source, bodies))))
     return rows

@@ -37,6 +37,7 @@ from bench.envelope_autoscaler import labelled, measure_autoscaler
 from bench.services import PROMETHEUS_HEADERS, Exporter, Fleet
 from bench.support import cpu_seconds, machine
 from tests.support.tls import make_tls_material
+from wool_idle.autoscaler.sources.source import DEFAULT_MAX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = "{:>32} {:>8} {:>7} {:>9} {:>6} {:>7} {:>8}"
@@ -173,9 +174,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=4, help="scrape rounds per shape")
     parser.add_argument("--scrapers", type=int, default=4, help="at once, in the labelled shapes")
-    parser.add_argument("--quick", action="store_true", help="300 workers, 2 rounds")
+    parser.add_argument(
+        "--quick", action="store_true", help="300 workers, 2 rounds, --source-max-bytes 4 MiB"
+    )
     args = parser.parse_args()
     n, rounds = (300, 2) if args.quick else (args.workers, args.rounds)
+    max_bytes = 4 * 1024 * 1024 if args.quick else DEFAULT_MAX_BYTES
     exporter_limit, autoscaler_limit = limit_mib("exporter"), limit_mib("autoscaler")
     print(
         f"machine: {machine()}; {n} workers, {rounds} rounds; limits: exporter "
@@ -191,7 +195,7 @@ def main() -> None:
         print(row, flush=True)
         peaks.append((shape.name, float(row.split()[-1])))
     print(f"{'autoscaler input':>32} {'body MB':>8} {'peak MiB':>8}")
-    for name, size, peak in measure_autoscaler(n):
+    for name, size, peak in measure_autoscaler(n, max_bytes):
         print(f"{name:>32} {size:>8.1f} {peak:>8.0f}", flush=True)
         peaks.append((f"autoscaler {name}", peak))
     print("ratios (peak / the manifest's memory limit; goal <= 1.00x):")
