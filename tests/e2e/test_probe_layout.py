@@ -7,8 +7,10 @@ probe job has no target left."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from support.fleet import ExporterProcess, Fleet
+from support.processes import spawn_cli
 from support.prometheus import PrometheusServer, shipped_config
 from support.waiting import until
 
@@ -106,3 +109,46 @@ class TestExporterDownInProbeLayout:
         # Assert
         assert fired_while_up == []
         assert fired
+
+
+class TestStaleSdListInProbeLayout:
+    async def test_probe_of_a_worker_gone_from_sd_withholds_idle(self, tmp_path: Path) -> None:
+        """Given a worker of pool a in the exporter's targets file, probed over /sd by a
+        Prometheus with the shipped jobs of that mode, when the file drops it (its
+        record contested or gone, another pool's worker on its port) and Prometheus,
+        before its next /sd refresh, probes it again under pool a, then no idle series
+        is stored for it: only its up."""
+        # Arrange
+        fleet = Fleet()
+        [worker] = await fleet.start(1)
+        path = tmp_path / "targets.json"
+        path.write_text(json.dumps([{"targets": [worker], "labels": {"pool": "a"}}]))
+        exporter = spawn_cli(["exporter", "--listen", "127.0.0.1:0", "--targets-file", str(path)])
+        assert exporter.stdout is not None
+        url = exporter.stdout.readline().strip().removesuffix("/metrics")
+        config = sd_mode_config(url.removeprefix("http://"))
+        for job in config["scrape_configs"]:
+            for sd in job.get("http_sd_configs", []):
+                sd["refresh_interval"] = "1h"  # never refreshed while the test runs
+        prometheus = PrometheusServer(
+            tmp_path, config, {}, flags=(f"--query.lookback-delta={LOOKBACK}",)
+        )
+        idle = f'wool_worker_idle_seconds{{worker="{worker}",pool="a"}}'
+        try:
+            prometheus.start()
+            await until(lambda: prometheus.query(idle), bool)
+            # Act
+            path.write_text("[]")
+            request = urllib.request.Request(f"{url}/-/reload", method="POST")
+            await asyncio.to_thread(urllib.request.urlopen, request, timeout=10)
+            dropped = time.time()
+            probed = f'timestamp(up{{job="wool-idle-sd",instance="{worker}"}}) > {dropped + 0.1}'
+            await until(lambda: prometheus.query(probed), bool)
+            stored = prometheus.query(idle)
+        finally:
+            prometheus.stop()
+            exporter.terminate()
+            exporter.communicate(timeout=30)
+            await fleet.close()
+        # Assert
+        assert stored == []

@@ -461,6 +461,48 @@ class TestProbeEndpoint:
         # Assert
         assert by_worker(text, "wool_worker_idle_seconds") == {worker.address: 3.0}
 
+    async def test_probe_from_a_stale_sd_list_withholds_idle(
+        self, exporter, scripted, tmp_path: Path
+    ) -> None:
+        """Given a worker listed in the targets file under pool a, whose /sd group a
+        Prometheus holds, when the file drops it (a contested or gone record, a worker
+        of another pool now on its port) and Prometheus, its list not yet refreshed,
+        probes it with that group's parameters, then its idle value is withheld
+        (pool_changed): Prometheus would label it pool a. A probe from a current group,
+        or with no group's parameters (Prometheus's own discovery), gets the value."""
+        # Arrange
+        worker, other = await scripted(seconds=50.0), await scripted(seconds=60.0)
+        path = tmp_path / "targets.json"
+        path.write_text(
+            json.dumps([{"targets": [worker.address, other.address], "labels": {"pool": "a"}}])
+        )
+        client = await exporter(path=str(path))
+        held = {g["targets"][0]: g for g in await (await client.get("/sd")).json()}
+        path.write_text(json.dumps([{"targets": [other.address], "labels": {"pool": "a"}}]))
+        client.targets.reload()
+
+        async def probe(group: dict[str, object] | None, address: str) -> str:
+            params = {"target": address}
+            if group is not None:  # as Prometheus: every __param_ label of the group
+                labels = group["labels"]
+                assert isinstance(labels, dict)
+                params |= {k[8:]: v for k, v in labels.items() if k.startswith("__param_")}
+            return await (await client.get("/probe", params=params)).text()
+
+        # Act
+        stale = await probe(held[worker.address], worker.address)
+        current = await (await client.get("/sd")).json()
+        fresh = await probe(current[0], other.address)
+        own = await probe(None, worker.address)
+        counted = samples(await (await client.get("/metrics/exporter")).text())
+        # Assert
+        assert by_worker(stale, "wool_worker_up") == {worker.address: 1}
+        assert by_worker(stale, "wool_worker_idle_seconds") == {}
+        errors = ("wool_exporter_probe_errors_total", frozenset({("reason", "pool_changed")}))
+        assert counted[errors] == 1
+        assert by_worker(fresh, "wool_worker_idle_seconds") == {other.address: 60.0}
+        assert by_worker(own, "wool_worker_idle_seconds") == {worker.address: 50.0}
+
     async def test_probe_undecodable_reply_answers_200(self, exporter, scripted) -> None:
         """Given a worker answering bytes that are not an IdleTime, when /probe asks
         for it, then 200 with the worker down and no idle series."""

@@ -23,6 +23,7 @@ from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector, record_target
 from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.sd import pool_digest
 from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 
@@ -401,6 +402,7 @@ class TestDiscoveredExporter:
                 "__meta_wool_pid": "4242",
                 "__meta_wool_version": "0.15.7",
                 "__meta_wool_secure": "false",
+                "__param_pool": pool_digest((("wool_namespace", namespace), ("wool_tags", "hot"))),
             },
         }
         assert [g["targets"] for g in one] == [["127.0.0.1:5002"]]

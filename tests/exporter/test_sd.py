@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wool_idle.exporter.sd import SdBody, sd_groups
+from wool_idle.exporter.sd import SdBody, pool_digest, sd_groups
 from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 
@@ -13,22 +13,27 @@ from wool_idle.exporter.targets import TargetSet
 class TestSdGroups:
     def test_sd_groups_labels_and_meta(self) -> None:
         """Given a target with labels and one with discovery info, then each is a group
-        of its own with its series labels, and the info as __meta_wool_* labels."""
+        of its own with its series labels, the info as __meta_wool_* labels, and its
+        labels' digest as __param_pool (/probe's pool parameter)."""
         # Arrange
-        targets = [
-            Target("f:1", (("pool", "a"),)),
-            Target("d:2", (("wool_namespace", "ns"),), info=(("pid", "7"), ("uid", "u"))),
-        ]
+        pool, namespace = (("pool", "a"),), (("wool_namespace", "ns"),)
+        targets = [Target("f:1", pool), Target("d:2", namespace, info=(("pid", "7"), ("uid", "u")))]
         # Act
         groups = sd_groups(targets)
         # Assert
         assert groups == [
-            {"targets": ["f:1"], "labels": {"pool": "a"}},
+            {"targets": ["f:1"], "labels": {"pool": "a", "__param_pool": pool_digest(pool)}},
             {
                 "targets": ["d:2"],
-                "labels": {"wool_namespace": "ns", "__meta_wool_pid": "7", "__meta_wool_uid": "u"},
+                "labels": {
+                    "wool_namespace": "ns",
+                    "__meta_wool_pid": "7",
+                    "__meta_wool_uid": "u",
+                    "__param_pool": pool_digest(namespace),
+                },
             },
         ]
+        assert pool_digest(pool) != pool_digest(namespace)
 
 
 class TestSdBody:
@@ -41,17 +46,18 @@ class TestSdBody:
         targets = TargetSet(static=(Target("s:9"),), path=str(path))
         targets.reload()
         body = SdBody(targets)
+        pool = (("pool", "a"),)
         # Act
         first, again = body(), body()
         targets.set_discovered([Target("d:2", (("wool_namespace", "ns"),))])
         changed = json.loads(body())
         # Assert
         assert json.loads(first) == [
-            {"targets": ["s:9"], "labels": {}},
-            {"targets": ["f:1"], "labels": {"pool": "a"}},
+            {"targets": ["s:9"], "labels": {"__param_pool": pool_digest(())}},
+            {"targets": ["f:1"], "labels": {"pool": "a", "__param_pool": pool_digest(pool)}},
         ]
         assert again is first
-        assert changed[-1] == {"targets": ["d:2"], "labels": {"wool_namespace": "ns"}}
+        assert changed[-1]["labels"]["wool_namespace"] == "ns"
 
 
 class TestSdEndpoint:

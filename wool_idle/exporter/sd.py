@@ -8,6 +8,15 @@ volatile facts come as ``__meta_wool_uid``, ``__meta_wool_pid``,
 ``__meta_wool_version`` and ``__meta_wool_secure``: usable in relabelling, and
 dropped by Prometheus after it, so they never become target labels.
 
+Each group also carries ``__param_pool``: a digest of the target's labels
+(``pool_digest``), which Prometheus sends back as ``/probe``'s ``pool`` parameter.
+Prometheus refreshes ``/sd`` only every ``refresh_interval`` (and keeps its list
+while ``/sd`` fails), so it can probe a worker under labels the exporter no longer
+gives it: an address it dropped (a contested or gone record, another pool's worker
+now on its port), or whose pool changed. Prometheus attaches those old labels to
+the series, so ``/probe`` withholds the idle value of a target whose ``pool`` is
+not its current labels' digest (``pool_changed``).
+
 Until the targets file (if any) has loaded once, ``/sd`` answers 503, not an
 empty list: an exporter restarted with a broken file knows no targets, and a
 200 ``[]`` would have every shard drop all its workers at once (and no alert
@@ -17,16 +26,25 @@ Prometheus keeps the targets it had.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Final
 
 from aiohttp import web
 
-from wool_idle.exporter.target import Target
+from wool_idle.exporter.target import Labels, Target
 from wool_idle.exporter.targets import TargetSet
 
 META_PREFIX: Final = "__meta_wool_"
+POOL_PARAM: Final = "pool"
+"""The ``/probe`` parameter naming the labels Prometheus holds for the target."""
+
+
+def pool_digest(labels: Labels) -> str:
+    """A short digest of a target's labels: the same for the same labels in every
+    exporter, another for any other labels."""
+    return hashlib.blake2b(json.dumps(labels).encode(), digest_size=8).hexdigest()
 
 
 def sd_groups(targets: Sequence[Target]) -> list[dict[str, object]]:
@@ -37,6 +55,7 @@ def sd_groups(targets: Sequence[Target]) -> list[dict[str, object]]:
             "labels": {
                 **dict(target.labels),
                 **{META_PREFIX + name: value for name, value in target.info},
+                "__param_" + POOL_PARAM: pool_digest(target.labels),
             },
         }
         for target in targets
