@@ -409,6 +409,37 @@ class TestDiscoveredExporter:
         assert one[0]["labels"]["__meta_wool_secure"] == "true"
         assert one[0]["labels"]["__meta_wool_uid"] == str(kept)
 
+    async def test_sd_unavailable_until_every_discovery_has_read(
+        self, aiohttp_client, namespace: str
+    ) -> None:
+        """Given an exporter just started, following a namespace with a worker and a
+        namespace nobody holds, when /sd is read before the first has been read (a
+        restart: an empty list would have every shard drop all its workers), then it
+        answers 503, as /-/ready does; once both have been read, then /sd lists the
+        worker and /-/ready is 200."""
+        # Arrange
+        targets = TargetSet()
+        specs = [DiscoverySpec.parse(f"local:{namespace}"), DiscoverySpec.parse("local:unit-gone")]
+        discovered = DiscoveredTargets(specs, targets, poll_interval=POLL)
+        prober = Prober(tls=None, timeout=5.0, concurrency=8)
+        registry = CollectorRegistry(auto_describe=False)
+        client = await aiohttp_client(create_app(targets, prober, registry, ExporterSettings()))
+        async with held(namespace) as publish:
+            await publish.add("127.0.0.1:5001", tags=("hot",))
+            # Act
+            before, unready = await client.get("/sd"), await client.get("/-/ready")
+            following = asyncio.ensure_future(discovered.run())
+            await settled(lambda: all(f.read_once for f in discovered.followers))
+            after, ready = await client.get("/sd"), await client.get("/-/ready")
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        await prober.close()
+        # Assert
+        assert (before.status, unready.status) == (503, 503)
+        assert "wool discovery not read yet" in await before.text()
+        assert (after.status, ready.status) == (200, 200)
+        assert [g["targets"] for g in await after.json()] == [["127.0.0.1:5001"]]
+
     async def test_metrics_discovery_down_withholds_idle_until_it_reads_again(
         self, aiohttp_client, namespace: str, start_server
     ) -> None:

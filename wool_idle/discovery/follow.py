@@ -21,8 +21,9 @@ is a change. It never stops for its input:
 
 ``up`` is True from the moment a subscription announces a worker or has run
 its settle time without failing, until it fails; ``down_since`` is None while
-up, else the monotonic time it last stopped being up (its creation, at first).
-``errors`` counts ``FollowProblem``s.
+up, else the monotonic time it last stopped being up (its creation, at first);
+``read_once`` once a subscription ran its settle time or the namespace was
+found missing. ``errors`` counts ``FollowProblem``s.
 """
 
 from __future__ import annotations
@@ -95,8 +96,7 @@ class Follower:
     ) -> None:
         self.spec = spec
         self.max_workers = max_workers
-        self._over_limit = False
-        self.up = False
+        self._over_limit = self.up = self.read_once = False
         self.down_since: float | None = time.monotonic()
         self.errors: Counter[FollowProblem] = Counter({problem: 0 for problem in FollowProblem})
         self._attachment = attachment
@@ -199,7 +199,7 @@ class Follower:
             self._forget(uid)
         for uid in [uid for uid in self._rejected if uid not in seen]:
             del self._rejected[uid]
-        self._over_limit = False
+        self._over_limit, self.read_once = False, True
         self._working()
 
     def _working(self) -> None:
@@ -224,6 +224,7 @@ class Follower:
             self._rejected.clear()
             for uid in list(self._records):
                 self._forget(uid)
+            self.read_once = True
         if self._logged != (problem, str(error)):
             self._logged = (problem, str(error))
             log.warning("wool discovery %s: %s; retrying", self, _explain(problem, error))

@@ -141,7 +141,7 @@ def create_app(
 
 
 def _not_ready(targets: TargetSet) -> str | None:
-    return None if targets.loaded else "targets file not loaded yet"
+    return targets.unloaded
 
 
 def targets_table(targets: list[Target], last: dict[str, ProbeResult]) -> str:

@@ -83,6 +83,9 @@ def record_target(namespace: str, record: WorkerRecord, *, pool_unknown: bool = 
 class DiscoveredTargets:
     """Follows ``specs`` and keeps ``targets``' discovered part equal to their workers.
 
+    Until every discovery has been read once (``Follower.read_once``), the target set
+    is not loaded (``TargetSet.unloaded``): a restarted exporter knows none of their
+    workers yet, and an empty ``/sd`` would have Prometheus drop them all.
     Changes are applied once per event-loop turn, however many records changed in it;
     a discovery's passing ``grace`` down, or reading again after it, within a
     ``poll_interval``.
@@ -101,6 +104,7 @@ class DiscoveredTargets:
             follower(spec, poll_interval=poll_interval, on_change=self._schedule)
             for spec in dict.fromkeys(specs)
         ]
+        targets.discovery_read = not self.followers
         self._poll_interval = poll_interval
         self._grace = grace
         self._scheduled = False
@@ -113,10 +117,11 @@ class DiscoveredTargets:
         await asyncio.gather(*(f.run() for f in self.followers), self._watch_health())
 
     async def _watch_health(self) -> None:
-        """Apply again whenever the set of discoveries down past the grace changes."""
+        """Apply again whenever the set of discoveries down past the grace changes, or
+        once every discovery has been read once."""
         while True:
             await asyncio.sleep(self._poll_interval)
-            if self._down_past_grace() != self._lapsed:
+            if self._down_past_grace() != self._lapsed or not self.targets.discovery_read:
                 self._schedule()
 
     def _down_past_grace(self) -> frozenset[Follower]:
@@ -171,6 +176,8 @@ class DiscoveredTargets:
         self._lapsed = lapsed
         kept = [_target(found, lapsed) for a, found in claims.items() if a not in contested]
         self.targets.set_discovered(self._regroupings.mark(kept, time.monotonic()))
+        if all(each.read_once for each in self.followers):
+            self.targets.discovery_read = True
 
     def _log_lapses(self, lapsed: frozenset[Follower]) -> None:
         """Log each discovery with kept workers that just passed the grace down (its

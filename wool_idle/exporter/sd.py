@@ -17,11 +17,12 @@ now on its port), or whose pool changed. Prometheus attaches those old labels to
 the series, so ``/probe`` withholds the idle value of a target whose ``pool`` is
 not its current labels' digest (``pool_changed``).
 
-Until the targets file (if any) has loaded once, ``/sd`` answers 503, not an
-empty list: an exporter restarted with a broken file knows no targets, and a
-200 ``[]`` would have every shard drop all its workers at once (and no alert
-of the sharded layout reads the exporter's own ``/metrics``). On an error
-Prometheus keeps the targets it had.
+Until the targets file (if any) has loaded once and every wool discovery has
+been read once, ``/sd`` answers 503, not an empty list: an exporter restarted
+with a broken file, or whose discoveries have not announced their workers yet,
+knows no targets, and a 200 ``[]`` would have every shard drop all its workers
+at once (and no alert of the sharded layout reads the exporter's own
+``/metrics``). On an error Prometheus keeps the targets it had.
 """
 
 from __future__ import annotations
@@ -79,12 +80,12 @@ class SdBody:
 
 
 def add_sd_route(app: web.Application, targets: TargetSet) -> None:
-    """Serve ``/sd`` on ``app`` from ``targets``: 503 until they have loaded."""
+    """Serve ``/sd`` on ``app`` from ``targets``: 503 until they are known."""
     body = SdBody(targets)
 
     async def sd(request: web.Request) -> web.Response:
-        if not targets.loaded:
-            raise web.HTTPServiceUnavailable(text="targets file not loaded yet\n")
+        if (why := targets.unloaded) is not None:
+            raise web.HTTPServiceUnavailable(text=f"{why}\n")
         return web.Response(body=body(), content_type="application/json", charset="utf-8")
 
     app.router.add_get("/sd", sd)

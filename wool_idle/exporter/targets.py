@@ -124,6 +124,9 @@ class TargetSet:
         self.reload_timestamp = time.time() if path is None else 0.0
         self._file = FileRegroupings(grace, source=f"targets file {path}")
         self._discovered: tuple[Target, ...] = ()
+        self.discovery_read = True
+        """Whether every followed wool discovery has been read once (set by
+        ``discovered``; True when none is followed)."""
         self._digest: bytes | None = None
         self._loaded = False
         self._failure: str | None = None
@@ -151,6 +154,14 @@ class TargetSet:
     def loaded(self) -> bool:
         """Whether the file (if any) has been read successfully at least once."""
         return self.path is None or self._loaded
+
+    @property
+    def unloaded(self) -> str | None:
+        """Why the targets are not known yet (the file not loaded once, or a wool
+        discovery not read once), or None once they are."""
+        if not self.loaded:
+            return "targets file not loaded yet"
+        return None if self.discovery_read else "wool discovery not read yet"
 
     def all(self) -> list[Target]:
         """Every target, static, file, discovered, each address once. The same list object
