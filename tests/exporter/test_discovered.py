@@ -259,6 +259,23 @@ class TestDiscoveredTargets:
         assert found["127.0.0.1:5001"].info_dict()["uid"] == str(shared.uid)
         assert found["127.0.0.1:5001"].info_dict()["pid"] == "1"
 
+    async def test_apply_discovery_down_past_grace_no_longer_holds_the_targets(
+        self, namespace: str
+    ) -> None:
+        """Given a discovery not read yet (its namespace unreadable since the start),
+        when applied within the grace, then the targets are not known yet; when applied
+        once it has been down for the grace, then they are (what the other sources and
+        discoveries know is served, not held back for ever by one bad namespace)."""
+        # Arrange
+        spec = [DiscoverySpec.parse(f"local:{namespace}")]
+        within, past = TargetSet(), TargetSet()
+        # Act
+        DiscoveredTargets(spec, within, poll_interval=POLL, grace=3600.0).apply()
+        DiscoveredTargets(spec, past, poll_interval=POLL, grace=0.0).apply()
+        # Assert
+        assert within.unloaded == "wool discovery not read yet"
+        assert past.unloaded is None
+
 
 class TestDiscoveredExporter:
     async def test_metrics_discovered_workers_labelled_bad_record_never_probed(

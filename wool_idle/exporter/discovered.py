@@ -83,9 +83,10 @@ def record_target(namespace: str, record: WorkerRecord, *, pool_unknown: bool = 
 class DiscoveredTargets:
     """Follows ``specs`` and keeps ``targets``' discovered part equal to their workers.
 
-    Until every discovery has been read once (``Follower.read_once``), the target set
-    is not loaded (``TargetSet.unloaded``): a restarted exporter knows none of their
-    workers yet, and an empty ``/sd`` would have Prometheus drop them all.
+    Until every discovery has been read once (``Follower.read_once``) or been down for
+    ``grace``, the target set is not loaded (``TargetSet.unloaded``): a restarted
+    exporter knows none of their workers yet, and an empty ``/sd`` would have
+    Prometheus drop them all (one unreadable namespace does not hold the others).
     Changes are applied once per event-loop turn, however many records changed in it;
     a discovery's passing ``grace`` down, or reading again after it, within a
     ``poll_interval``.
@@ -176,7 +177,7 @@ class DiscoveredTargets:
         self._lapsed = lapsed
         kept = [_target(found, lapsed) for a, found in claims.items() if a not in contested]
         self.targets.set_discovered(self._regroupings.mark(kept, time.monotonic()))
-        if all(each.read_once for each in self.followers):
+        if all(each.read_once or each in lapsed for each in self.followers):
             self.targets.discovery_read = True
 
     def _log_lapses(self, lapsed: frozenset[Follower]) -> None:
