@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.worker_shutdown import worker_shutdown_at_most
 
 from wool_idle import contract
 from wool_idle.cli import build_parser
@@ -250,6 +251,26 @@ class TestNamesInDocs:
             for text in [path.read_text()]
             for m in re.finditer(r"`(test_\w+|Test[A-Z]\w+)`", text)
             if m.group(1) not in defined
+        ]
+        # Assert
+        assert wrong == []
+
+
+class TestShutdownInDocs:
+    def test_worker_stop_timeout_names_the_whole_shutdown(self) -> None:
+        """Given every paragraph of the docs that names the worker's stop timeout
+        (`TimeoutStopSec=60s`, `terminationGracePeriodSeconds: 60`), then it names the
+        worker's longest shutdown at the default grace, which that timeout must cover."""
+        # Arrange
+        worst = f"{worker_shutdown_at_most(contract.DEFAULT_GRACE):g} s at worst"
+        timeout = re.compile(r"TimeoutStopSec=60s|terminationGracePeriodSeconds: 60\b")
+        # Act
+        wrong = [
+            f"{path.relative_to(ROOT)}: {paragraph[:60]!r}"
+            for path in documents()
+            if path.suffix == ".md"
+            for paragraph in re.split(r"\n\s*\n", path.read_text())
+            if timeout.search(paragraph) and worst not in " ".join(paragraph.split())
         ]
         # Assert
         assert wrong == []
