@@ -36,6 +36,13 @@ async def wait_ready(url: str) -> int:
     return status
 
 
+def once_stopping_idle(url: str) -> list[str]:
+    """`autoscaler --once` over the exporter at ``url``, stopping workers idle 200 ms,
+    floor 0, grace 2 s."""
+    args = ["autoscaler", "--max-idle", "200ms", "--metrics-url", url, "--min-workers", "0"]
+    return [*args, "--grace", "2s", "--once"]
+
+
 class TestAutoscalerCli:
     async def test_once_stops_idle_worker(self, fleet, exporter_process) -> None:
         """Given an idle worker behind an exporter, when `autoscaler --once` runs past
@@ -47,18 +54,7 @@ class TestAutoscalerCli:
         # Act
         result = await asyncio.to_thread(
             run_cli,
-            [
-                "autoscaler",
-                "--max-idle",
-                "200ms",
-                "--metrics-url",
-                exporter.url,
-                "--min-workers",
-                "0",
-                "--grace",
-                "2s",
-                "--once",
-            ],
+            once_stopping_idle(exporter.url),
         )
         # Assert
         assert result.returncode == 0, result.stderr
@@ -80,18 +76,7 @@ class TestAutoscalerCli:
         # Act
         result = await asyncio.to_thread(
             run_cli,
-            [
-                "autoscaler",
-                "--max-idle",
-                "200ms",
-                "--metrics-url",
-                exporter.url,
-                "--min-workers",
-                "0",
-                "--grace",
-                "2s",
-                "--once",
-            ],
+            once_stopping_idle(exporter.url),
             env={**proxies, "no_proxy": ""},
         )
         # Assert
