@@ -366,3 +366,21 @@ class TestExporterSource:
             # Act / Assert
             with pytest.raises(SourceError, match="Content-Length"):
                 await ExporterSource(session, server.url, [], 2.0).read()
+
+    @pytest.mark.parametrize("coding", ["chunked, gzip", "xchunked", "identity"])
+    async def test_read_answer_not_ending_in_chunks_is_a_source_error(self, coding: str) -> None:
+        """Given text whose worker has two conflicting series (500, 0), answered with a
+        Transfer-Encoding whose last coding is not chunked (so its end is the
+        connection's close, RFC 9112) and closed after the first series, when read,
+        then SourceError: never a reading of 500."""
+        # Arrange
+        text = exposition(("a:1", ',job="x"', 500), ("a:1", ',job="y"', 0))
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: %s\r\n\r\n"
+        cut = text.encode()[: text.index('wool_worker_idle_seconds{worker="a:1",job="y"')]
+        async with (
+            CutAnswer(head % coding.encode() + cut, "close") as server,
+            aiohttp.ClientSession() as session,
+        ):
+            # Act / Assert
+            with pytest.raises(SourceError, match="Content-Length"):
+                await ExporterSource(session, server.url, [], 2.0).read()

@@ -137,9 +137,10 @@ UNDELIMITED: Final = (
 
 
 def _delimited(response: aiohttp.ClientResponse) -> bool:
-    """Whether ``response`` says where its body ends (a length, or chunks)."""
-    encoding = response.headers.get("Transfer-Encoding", "")
-    return response.content_length is not None or "chunked" in encoding.lower()
+    """Whether ``response`` says where its body ends (a length, or chunks: ``chunked``
+    as the last transfer coding, RFC 9112; after it, the close ends the body)."""
+    codings = ",".join(response.headers.getall("Transfer-Encoding", [])).split(",")
+    return response.content_length is not None or codings[-1].strip().lower() == "chunked"
 
 
 def answer_age(ages: list[str], date: str | None, now: float | None = None) -> float:
