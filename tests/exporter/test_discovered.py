@@ -18,6 +18,8 @@ from support.wool_namespaces import fresh_namespace, held
 from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.discovery.attachment import FollowProblem
+from wool_idle.discovery.follow import Follower
+from wool_idle.discovery.local import LocalAttachment
 from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.app import ExporterSettings, create_app
@@ -28,6 +30,16 @@ from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 
 POLL = 0.1
+
+
+class DyingAttachment(LocalAttachment):
+    """A real namespace whose every subscription dies after its first event, before
+    its settle time (as a flaky network's LAN subscription does)."""
+
+    async def subscribe(self):  # type: ignore[override]
+        async for event in super().subscribe():
+            yield event
+            raise ConnectionResetError("the subscription died")
 
 
 def record(address: str, **fields) -> WorkerRecord:
@@ -275,6 +287,32 @@ class TestDiscoveredTargets:
         # Assert
         assert within.unloaded == "wool discovery not read yet"
         assert past.unloaded is None
+
+    async def test_apply_discovery_dying_before_it_settles_no_longer_holds_the_targets(
+        self, namespace: str
+    ) -> None:
+        """Given a discovery whose every subscription announces a worker and dies before
+        its settle time (up, then down again at each retry: never read once, never down
+        for the grace), when followed past the grace, then the targets are known (the
+        other sources' targets are served, not held back at 503 for ever)."""
+        # Arrange
+        spec = DiscoverySpec.parse(f"local:{namespace}")
+        targets = TargetSet()
+        discovered = DiscoveredTargets([spec], targets, poll_interval=POLL, grace=5 * POLL)
+        dying = DyingAttachment(namespace, poll_interval=POLL)
+        each = Follower(spec, dying, retry_interval=POLL, on_change=discovered._schedule)
+        discovered.followers = [each]
+        async with held(namespace) as publish:
+            await publish.add("127.0.0.1:5001")
+            following = asyncio.ensure_future(discovered.run())
+            # Act
+            await settled(lambda: each.errors[FollowProblem.FAILED] >= 20)
+            flapping, known = each.read_once, targets.unloaded
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        # Assert
+        assert flapping is False
+        assert known is None
 
 
 class TestDiscoveredExporter:

@@ -83,10 +83,11 @@ def record_target(namespace: str, record: WorkerRecord, *, pool_unknown: bool = 
 class DiscoveredTargets:
     """Follows ``specs`` and keeps ``targets``' discovered part equal to their workers.
 
-    Until every discovery has been read once (``Follower.read_once``) or been down for
-    ``grace``, the target set is not loaded (``TargetSet.unloaded``): a restarted
-    exporter knows none of their workers yet, and an empty ``/sd`` would have
-    Prometheus drop them all (one unreadable namespace does not hold the others).
+    Until every discovery has been read once (``Follower.read_once``), for ``grace`` at
+    most, the target set is not loaded (``TargetSet.unloaded``): a restarted exporter
+    knows none of their workers yet, and an empty ``/sd`` would have Prometheus drop
+    them all (one namespace unreadable, or whose subscriptions die before they settle,
+    does not hold the others for ever).
     Changes are applied once per event-loop turn, however many records changed in it;
     a discovery's passing ``grace`` down, or reading again after it, within a
     ``poll_interval``.
@@ -106,6 +107,7 @@ class DiscoveredTargets:
             for spec in dict.fromkeys(specs)
         ]
         targets.discovery_read = not self.followers
+        self._started = time.monotonic()
         self._poll_interval = poll_interval
         self._grace = grace
         self._scheduled = False
@@ -177,7 +179,8 @@ class DiscoveredTargets:
         self._lapsed = lapsed
         kept = [_target(found, lapsed) for a, found in claims.items() if a not in contested]
         self.targets.set_discovered(self._regroupings.mark(kept, time.monotonic()))
-        if all(each.read_once or each in lapsed for each in self.followers):
+        waited = time.monotonic() - self._started >= self._grace
+        if waited or all(each.read_once for each in self.followers):
             self.targets.discovery_read = True
 
     def _log_lapses(self, lapsed: frozenset[Follower]) -> None:
