@@ -383,3 +383,14 @@ async def gated_then_dispatches(gate: str, address: str, value: object) -> objec
     await gated(gate)
     async with WorkerConnection(address) as connection:
         return await connection.dispatch(echo, value)
+
+
+async def gated_then_dispatches_together(gate: str, address: str, value: object) -> object:
+    """``gated_then_dispatches``, with two dispatches at once in an ``asyncio.TaskGroup``:
+    their errors propagate as its ``ExceptionGroup``."""
+    from wool_idle.worker import WorkerConnection
+
+    await gated(gate)
+    async with WorkerConnection(address) as connection, asyncio.TaskGroup() as group:
+        calls = [group.create_task(connection.dispatch(echo, value)) for _ in range(2)]
+    return [call.result() for call in calls]

@@ -23,6 +23,7 @@ from support.tasks import (
     aborts_exiting_when_described,
     echo,
     gated_then_dispatches,
+    gated_then_dispatches_together,
     outcome_exiting_when_unpickled,
     sized,
     sleep_for,
@@ -573,6 +574,34 @@ class TestNestedDispatch:
         assert isinstance(outcome, NestedDispatchFailed)
         assert isinstance(outcome.exception, TransientRpcError)
         assert outcome.exception.code is grpc.StatusCode.UNAVAILABLE
+
+    async def test_dispatch_task_whose_own_dispatches_were_refused_together_is_not_transient(
+        self, start_server, tmp_path
+    ) -> None:
+        """Given a task that, once its worker is draining for a stop, dispatches two
+        subtasks to that worker in an asyncio.TaskGroup (both refused) and lets the
+        group's ExceptionGroup of TransientRpcErrors propagate, when its caller reads
+        the outcome, then it gets NestedDispatchFailed carrying that group: a caller
+        catching ``except* TransientRpcError`` would retry a task that ran."""
+        # Arrange
+        server = await start_server()
+        gate = tmp_path / "gate"
+        connection = WorkerConnection(server.address)
+        outer = asyncio.ensure_future(
+            connection.dispatch(gated_then_dispatches_together, str(gate), server.address, 1)
+        )
+        assert await eventually_async(lambda: len(server.service.in_flight) == 1)
+        stop = asyncio.ensure_future(connection.stop(30.0))
+        assert await eventually_async(server.service.stopping.is_set)
+        # Act
+        gate.touch()
+        outcome = (await asyncio.gather(outer, return_exceptions=True))[0]
+        await stop
+        await connection.close()
+        # Assert
+        assert isinstance(outcome, NestedDispatchFailed)
+        assert isinstance(outcome.exception, ExceptionGroup)
+        assert outcome.exception.subgroup(TransientRpcError) is not None
 
 
 class TestDispatchOutcomeUnpickling:

@@ -207,8 +207,8 @@ class WorkerConnection:
         tracking it; the task's own exception if it raised one (a
         ``BaseException`` that is not an ``Exception``, like ``SystemExit``,
         comes wrapped in ``TaskAborted``; a ``TransientRpcError`` or
-        ``DispatchRejected`` of a dispatch the task made itself, in
-        ``NestedDispatchFailed``); RPC errors as mapped in
+        ``DispatchRejected`` of a dispatch the task made itself, or an exception
+        group holding one, in ``NestedDispatchFailed``); RPC errors as mapped in
         ``wool_idle.exceptions``. Only a failure before the worker
         acknowledged the task can be a ``TransientRpcError`` (a call the worker
         cancels as it closes is one: the task never started), never the refusal

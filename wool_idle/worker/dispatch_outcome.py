@@ -7,8 +7,9 @@ have run the task, so its error is never transient (``TaskOutcomeLost``); nor is
 the refusal of a task too large for any worker to receive.
 Unpickling an outcome runs the worker's code: an exit it raises comes as
 ``TaskAborted`` and cannot end this process. A task's own exception that says a
-task never started (``NEVER_STARTED``: a dispatch the task made failed so) comes
-as ``NestedDispatchFailed``, so it is never read as this dispatch's.
+task never started (``NEVER_STARTED``: a dispatch the task made failed so), or
+an exception group holding one, comes as ``NestedDispatchFailed``, so it is never
+read as this dispatch's.
 """
 
 from __future__ import annotations
@@ -84,13 +85,26 @@ def task_outcome(responses: list[Response]) -> Any:
         return _loads(responses[1].result)
     error = _loads(responses[1].exception)
     kind = type(error)  # isinstance would run the object's own __class__ lookup
-    if issubclass(kind, NEVER_STARTED):  # the task ran: never read as this call's
+    if issubclass(kind, Exception) and _never_started(error):  # the task ran: not this call's
         raise NestedDispatchFailed(error) from error
     if issubclass(kind, Exception):
         raise error
     if issubclass(kind, BaseException):
         raise TaskAborted(error) from error
     raise MalformedReply("dispatch", f"exception payload is a {kind.__name__}")
+
+
+def _never_started(error: BaseException) -> bool:
+    """Whether ``error`` is a ``NEVER_STARTED`` error or an exception group holding one
+    at any depth (a task's ``asyncio.TaskGroup`` of dispatches: ``except*`` finds it)."""
+    found = [error]
+    while found:
+        each = found.pop()
+        if issubclass(type(each), NEVER_STARTED):
+            return True
+        if issubclass(type(each), BaseExceptionGroup):  # its own tuple, not a property's
+            found.extend(BaseExceptionGroup.exceptions.__get__(each))
+    return False
 
 
 def _loads(outcome: bytes) -> Any:
