@@ -1055,6 +1055,41 @@ class TestStateFile:
         assert on_disk == [{worker.address}]
         assert set(state.load().retiring) == {worker.address}
 
+    async def test_stop_written_down_then_refused_busy_is_undone(
+        self, make_autoscaler, scripted, tmp_path: Path
+    ) -> None:
+        """Given an idle worker that does not honour the conditional stop and a state
+        file, when a task reaches it while its stop is written down, then no stop is
+        sent (its second confirmation reads busy), and the file, which named it
+        retiring before, no longer does: an autoscaler restarted on it stops it in
+        its turn, not after a retiring time for a stop never sent."""
+        # Arrange
+        worker = await scripted(seconds=900.0)
+        source = ScriptedSource()
+        source.readings = idle_readings(worker)
+        state = StateFile(tmp_path / "state.json")
+        state.save(Marks())
+        on_disk = []
+
+        async def task_arrives(address: str) -> None:
+            on_disk.append(set(state.load().retiring))
+            worker.seconds = 0.0
+
+        autoscaler = make_autoscaler(
+            "",
+            source=source,
+            state_file=state,
+            max_idle=60.0,
+            min_workers=0,
+            before_stop=task_arrives,
+        )
+        # Act
+        await autoscaler.once()
+        # Assert
+        assert worker.stop_requests == []
+        assert on_disk == [{worker.address}]
+        assert set(state.load().retiring) == set()
+
     async def test_stop_not_written_down_is_not_sent(
         self, make_autoscaler, scripted, tmp_path: Path
     ) -> None:
