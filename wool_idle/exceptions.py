@@ -16,8 +16,8 @@
      |                             task's exception)
      +-- NestedDispatchFailed      the task ran and raised an error saying a task never
      |                             started (a TransientRpcError or DispatchRejected of a
-     |                             dispatch it made itself); delivered wrapped, so it is
-     |                             not read as this call's
+     |                             dispatch it made itself, or a group holding one);
+     |                             delivered wrapped, so it is not read as this call's
      +-- RpcError                  an RPC failed with a status code
           +-- TransientRpcError    the code is in TRANSIENT_CODES and no task of the call
           |                        started: retry elsewhere/later
@@ -117,7 +117,7 @@ class OutcomeTooLarge(WoolError):
 class NestedDispatchFailed(WoolError):
     """The task ran and raised ``exception``, an error saying that a task never started
     (a ``TransientRpcError`` or ``DispatchRejected``: a dispatch the task made itself,
-    to another worker or its own, failed so).
+    to another worker or its own, failed so), or an exception group holding one.
 
     Raised as is, it would say that the caller's own task never started, and a
     caller retrying it elsewhere would run its side effects twice.
