@@ -120,8 +120,8 @@ class DiscoveredTargets:
         await asyncio.gather(*(f.run() for f in self.followers), self._watch_health())
 
     async def _watch_health(self) -> None:
-        """Apply again whenever the set of discoveries down past the grace changes, or
-        once every discovery has been read once."""
+        """Apply again whenever the set of discoveries down past the grace changes, and
+        at each poll while the targets are not known yet (see the class)."""
         while True:
             await asyncio.sleep(self._poll_interval)
             if self._down_past_grace() != self._lapsed or not self.targets.discovery_read:
