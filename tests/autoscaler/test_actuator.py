@@ -391,6 +391,27 @@ class TestConditionalStop:
         assert await fleet.wait_exit(address) == 0
         assert window_lines(caplog) == []
 
+    @pytest.mark.parametrize(("written_down", "asked"), [(False, 1), (True, 2)])
+    async def test_retire_unconditional_worker_asked_again_only_after_a_write(
+        self, scripted, written_down: bool, asked: int
+    ) -> None:
+        """Given an idle worker that does not honour the conditional stop, when retired
+        with and without a ``before_stop`` (the state file's write), then it is stopped,
+        asked its idle time once more only when something was awaited in between."""
+        # Arrange
+        worker = await scripted(seconds=100.0)
+
+        async def write_down(address: str) -> None:
+            pass
+
+        # Act
+        attempt = await actuator(before_stop=write_down if written_down else None).retire(
+            stop(worker.address)
+        )
+        # Assert
+        assert attempt == StopAttempt(StopResult.STOPPED, 100.0)
+        assert worker.idle_calls == asked
+
     async def test_retire_unconditional_worker_busy_once_the_stop_is_written_down(
         self, scripted
     ) -> None:

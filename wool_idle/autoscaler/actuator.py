@@ -5,8 +5,8 @@ then a conditional stop ("only if idle for at least max_idle") that our worker
 refuses atomically if work arrived, with a grace so in-flight work finishes.
 A worker whose idle reply does not say it honours the conditional stop (a
 wool worker) stops unconditionally: it is asked its idle time again after
-``before_stop`` (a state file's write may take seconds), right before the stop,
-and a task arriving in that last round trip drains for the grace, so with a
+``before_stop`` (a state file's write may take seconds), if any, right before
+the stop, and a task arriving in that last round trip drains for the grace, so with a
 grace of 0 no stop is sent at all (``unconditional_grace_zero``), and with any
 other grace the log says the window is open. Whatever goes wrong with one worker is that worker's
 result, never the cycle's: every exception but cancellation becomes a result.
@@ -205,16 +205,16 @@ class WorkerActuator:
                 worker,
                 "without limit" if grace < 0 else f"{grace:g}s",
             )
-        try:
-            if self.before_stop is not None:
+        if self.before_stop is not None:
+            try:
                 await self.before_stop(worker)
-        except Exception as error:
-            return failed(worker, "before stop", error, idle)
-        if not report.conditional_stop:  # unconditional: confirmed again right before it
-            report = await self._confirm(connection, worker)
-            if isinstance(report, StopAttempt):
-                return report
-            idle = report.seconds
+            except Exception as error:
+                return failed(worker, "before stop", error, idle)
+            if not report.conditional_stop:  # it may have taken seconds: confirm again
+                report = await self._confirm(connection, worker)
+                if isinstance(report, StopAttempt):
+                    return report
+                idle = report.seconds
         call = asyncio.ensure_future(
             connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
         )
