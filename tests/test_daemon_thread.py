@@ -62,3 +62,25 @@ class TestDaemonThreads:
         # Assert
         assert ran == [0, 1, 2, 3, 4]
         assert results == {("ordered-1", True)}
+
+    def test_submit_thread_not_started_lets_the_job_go_and_tries_again(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given no thread can be started (a pids limit) at the first submit, when a
+        job is submitted once threads can be started again, then it runs: the failed
+        start neither counts as a thread nor leaves its job queued."""
+        # Arrange
+        threads = DaemonThreads(1, "retried")
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            threads.submit(lambda: "refused")
+        monkeypatch.setattr(threading.Thread, "start", start)
+        # Act
+        result = threads.submit(lambda: "ran").result(timeout=10)
+        # Assert
+        assert result == "ran"

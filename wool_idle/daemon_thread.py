@@ -60,7 +60,8 @@ class DaemonThreads(Executor):
     waiting for those under way or queued. A job whose future is cancelled before it
     began never runs, and is let go: however many jobs are submitted and cancelled
     while every thread hangs, the queue holds at most about twice the jobs still
-    wanted (``PRUNE_AT`` at least)."""
+    wanted (``PRUNE_AT`` at least). ``submit`` raises ``RuntimeError`` when no thread
+    runs and none can be started."""
 
     PRUNE_AT: Final = 64
     """Queued jobs at which the cancelled ones are first let go."""
@@ -80,11 +81,24 @@ class DaemonThreads(Executor):
                 self._prune_at = max(self.PRUNE_AT, 2 * len(self._jobs))
             self._jobs.append((future, partial(fn, *args, **kwargs)))
             if self._started < self.threads:  # started on first use, never at import
-                self._started += 1
-                name = f"{self.name}-{self._started}"
-                threading.Thread(target=self._run, name=name, daemon=True).start()
+                self._start_thread()
             self._ready.notify()
         return future
+
+    def _start_thread(self) -> None:
+        """Start one more thread (the lock held). Where none can be started (a pids
+        limit), one already started runs the job; with none, the job is let go and the
+        ``RuntimeError`` raised, and the next ``submit`` tries again: a failed start
+        never counts as a thread, which would leave the jobs queued for ever."""
+        name = f"{self.name}-{self._started + 1}"
+        try:
+            threading.Thread(target=self._run, name=name, daemon=True).start()
+        except RuntimeError:
+            if self._started == 0:
+                self._jobs.pop()
+                raise
+            return
+        self._started += 1
 
     def _run(self) -> None:
         while True:
