@@ -138,6 +138,39 @@ class TestStopMemory:
         }
         assert set(memory.retired.marks()) == {RETIRED}
 
+    async def test_before_stop_no_thread_to_write_fails_then_recovers(
+        self, tmp_path: Path, monkeypatch
+    ) -> None:
+        """Given no thread can be started (a pids limit) when a stop is to be written
+        down, then the write fails as an ``OSError`` (the stop is not sent) and is
+        counted; once threads can be started again, the next stop is written down."""
+        # Arrange
+        path = tmp_path / "state.json"
+        planner = PolicyPlanner(PolicySettings(max_idle=60.0, min_workers=0))
+        registry = CollectorRegistry()
+        errors = Counter("state_write_errors", "", registry=registry)
+        memory = StopMemory(StateFile(path), planner, errors, RetiredWorkers())
+        memory.recall()
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        # Act
+        try:
+            await memory.before_stop(WORKER)
+        except OSError as error:
+            refused: Exception | None = error
+        else:
+            refused = None
+        monkeypatch.setattr(threading.Thread, "start", start)
+        await memory.before_stop(OTHER)
+        # Assert
+        assert "cannot start a thread to write it" in str(refused)
+        assert registry.get_sample_value("state_write_errors_total") == 1
+        assert set(StateFile(path).load().retiring) == {OTHER}
+
     async def test_save_hung_on_the_file_system_lets_go_of_the_writes_that_timed_out(
         self, tmp_path: Path, monkeypatch
     ) -> None:

@@ -17,7 +17,8 @@ from aiohttp import web
 from support.connect_proxy import RefusingProxy
 from support.tls import CertFiles, issue
 
-from wool_idle.web import client_config
+from wool_idle.daemon_thread import DaemonThreads
+from wool_idle.web import client_config, client_session
 from wool_idle.web.client_config import parse_client_config
 from wool_idle.web.client_session import CredentialsUnavailable, RedirectRefused, http_session
 from wool_idle.web.config import parse_web_config
@@ -233,6 +234,34 @@ class TestHttpSession:
 
 
 class TestHttpSessionStalledSecret:
+    async def test_http_session_no_thread_to_read_the_secret_fails_the_request(
+        self, serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a password_file and no thread can be started to read it (a pids limit),
+        when a request is made, then it fails with a ClientError saying so (nothing is
+        sent); once threads can be started again, the next request carries it."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        (tmp_path / "pw").write_text("pw\n")
+        config = parse_client_config("basic_auth: {username: a, password_file: pw}", tmp_path)
+        monkeypatch.setattr(client_session, "_SECRET_READS", DaemonThreads(1, READERS))
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        async with http_session(config, origin=url) as session:
+            # Act
+            monkeypatch.setattr(threading.Thread, "start", refuse)
+            with pytest.raises(CredentialsUnavailable, match="cannot start a thread"):
+                await get(session, url)
+            monkeypatch.setattr(threading.Thread, "start", start)
+            status = await get(session, url)
+        # Assert
+        assert status == 200
+        assert [auth for _, auth, _ in seen] == [basic("a", "pw")]
+
     async def test_http_session_stalled_secret_reads_hold_one_thread(
         self, serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -18,7 +18,8 @@ a time, in order, on a thread of their own, each waited for ``WRITE_TIMEOUT`` at
 most: a file system that hangs fails the write (and holds the stop) rather than
 the cycle, and never holds up the process's exit (a daemon thread); the writes
 that timed out behind the hung one are let go, not queued up for as long as it
-hangs (``DaemonThreads``).
+hangs (``DaemonThreads``). A write for which no thread can be started (a pids
+limit) fails likewise, and the next one starts it again.
 """
 
 from __future__ import annotations
@@ -147,7 +148,11 @@ class StopMemory:
                 marks = replace(marks, written=Written(time.monotonic() + shift, *boot))
             if marks == self._written:
                 return
-            written = asyncio.wrap_future(self._writer.submit(partial(self.file.save, marks)))
+            try:
+                submitted = self._writer.submit(partial(self.file.save, marks))
+            except RuntimeError as error:  # no thread left (a pids limit): a failed write
+                raise OSError(f"cannot start a thread to write it: {error}") from None
+            written = asyncio.wrap_future(submitted)
             try:
                 await asyncio.wait_for(written, WRITE_TIMEOUT)
             except TimeoutError:  # an OSError: the write goes on, in order, and may land

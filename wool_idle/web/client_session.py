@@ -71,6 +71,9 @@ async def _header(credentials: Credentials) -> str:
         return await loop.run_in_executor(_SECRET_READS, credentials.header)
     except OSError as error:
         raise CredentialsUnavailable(str(error)) from None
+    except RuntimeError as error:  # no thread left (a pids limit): this request's failure
+        why = f"cannot start a thread to read its secret file: {error}"
+        raise CredentialsUnavailable(why) from None
 
 
 def http_session(config: HttpClientConfig, *, origin: str) -> aiohttp.ClientSession:
