@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,20 @@ class TestWorkerServer:
             assert address in str(refused.value) and "in use" in str(refused.value)
             with socket.create_connection(taken.getsockname(), timeout=5):
                 pass
+
+    async def test_start_on_a_unix_path_that_cannot_be_bound_names_the_address_and_reason(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a Unix socket path whose directory is missing (as one read-only or
+        out of inodes, the path cannot be bound), when a worker server starts on it,
+        then OSError naming the address and the system's reason (it raised a
+        ValueError from reading the path as host:port, a traceback)."""
+        # Arrange
+        address = f"unix:{tmp_path}/missing/w.sock"
+        server = WorkerServer(address, WorkerService())
+        # Act
+        with pytest.raises(OSError) as refused:
+            await server.start()
+        # Assert
+        assert refused.value.errno == errno.ENOENT
+        assert address in str(refused.value)

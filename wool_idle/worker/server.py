@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
 from typing import Final
 
@@ -90,8 +92,10 @@ def _bound_address(requested: str, port: int) -> str:
 
 
 def _bind_error(address: str) -> OSError | None:
-    """Why ``address`` (``host:port``) cannot be bound, found by binding it plainly
-    (``OSError`` naming it), or None if it can be now."""
+    """Why ``address`` (``host:port`` or ``unix:/path``) cannot be bound, found by
+    binding it plainly (``OSError`` naming it), or None if it can be now."""
+    if address.startswith(UNIX_PREFIX):
+        return _unix_bind_error(address)
     host, port = split_host_port(address)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -100,6 +104,21 @@ def _bind_error(address: str) -> OSError | None:
                 probe.bind(sockaddr)
     except OSError as error:
         return OSError(error.errno, error.strerror, address)
+    return None
+
+
+def _unix_bind_error(address: str) -> OSError | None:
+    """Why the Unix socket path of ``address`` cannot be bound (its directory missing,
+    read-only or full), or None if it can be now (the socket made to find out is
+    removed)."""
+    path = address.removeprefix(UNIX_PREFIX)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.bind(path)
+    except OSError as error:
+        return OSError(error.errno, error.strerror, address)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
     return None
 
 
