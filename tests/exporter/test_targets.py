@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -471,6 +472,39 @@ class TestTargetSetOffTheLoop:
         # Assert
         assert kept == ["a:1"]
         assert [t.address for t in targets.all()] == ["c:3"] and targets.reload_success
+
+    async def test_watch_survives_no_thread_to_read_the_file(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a watched file, when no thread can be started to read it (a pids
+        limit), then that is a failed reload (last good targets kept, success 0), and
+        once threads can be started again the watch loads the file: it ended for good
+        at the first such failure, never reading the file again."""
+        # Arrange
+        path = tmp_path / "targets.yml"
+        path.write_text("- targets: ['a:1']\n")
+        targets = TargetSet(path=str(path))
+        targets.reload()
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        watching = asyncio.ensure_future(targets.watch(0.02))
+        # Act
+        path.write_text("- targets: ['b:2']\n")
+        deadline = time.monotonic() + 10  # a hang detector, not a timing assertion
+        while targets.reload_success and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        kept, failure = [t.address for t in targets.all()], targets.failure
+        monkeypatch.setattr(threading.Thread, "start", start)
+        while targets.get("b:2") is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        watching.cancel()
+        # Assert
+        assert kept == ["a:1"] and "cannot start a thread" in str(failure)
+        assert [t.address for t in targets.all()] == ["b:2"] and targets.reload_success
 
 
 class TestTargetSetExporter:

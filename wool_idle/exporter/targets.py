@@ -179,10 +179,14 @@ class TargetSet:
 
     async def refresh(self, *, force: bool = False) -> bool:
         """``reload`` with the reading and parsing done on a daemon thread: cancelled
-        while the file system stalls the read (SIGTERM), it lets the process leave."""
+        while the file system stalls the read (SIGTERM), it lets the process leave.
+        No thread to be had (a pids limit) is a failed read: the next one reads anew."""
         async with self._lock:
             read = functools.partial(self._read, force=force)
-            found = await on_daemon_thread("wool-idle-targets", read)
+            try:
+                found = await on_daemon_thread("wool-idle-targets", read)
+            except RuntimeError as error:  # the thread could not be started
+                found = _Read(None, error=f"cannot start a thread to read it: {error}")
             return self._apply(found, force=force)
 
     async def watch(self, interval: float) -> None:
