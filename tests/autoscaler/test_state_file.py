@@ -79,6 +79,24 @@ MALFORMED_RETIRED = {
 }
 
 
+def hold_lock(path: Path) -> subprocess.Popen[str]:
+    """Another process holding the lock of ``path`` until its stdin is closed."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys; f = open(sys.argv[1], 'ab'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
 class TestMarks:
     def test_from_json_reads_what_to_json_wrote(self) -> None:
         """Given marks of every kind, with when they were written (by the clock since
@@ -209,19 +227,7 @@ class TestStateFile:
         StateFileError says the file is in use; once that process has ended, it locks."""
         # Arrange
         path = tmp_path / "state.json"
-        holder = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import fcntl, sys; f = open(sys.argv[1], 'ab'); "
-                "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
-                f"{path}.lock",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        holder = hold_lock(Path(f"{path}.lock"))
         # Act
         with pytest.raises(StateFileError, match="in use by another autoscaler"):
             StateFile(path).lock()
@@ -230,6 +236,32 @@ class TestStateFile:
         # Assert
         assert holder.returncode == 0
         assert os.path.exists(f"{path}.lock")
+
+    def test_save_lock_file_removed_then_taken_by_another_process_is_refused(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a locked state file whose lock file was removed (a cleaner of old files)
+        and another process then locked a new one, when this one saves, then OSError
+        (two autoscalers would each stop workers the other counts alive) and the old
+        content stays; once the other has ended, the save takes the lock again."""
+        # Arrange
+        path = tmp_path / "state.json"
+        state = StateFile(path)
+        state.lock()
+        state.save(MARKS)
+        os.unlink(f"{path}.lock")
+        holder = hold_lock(Path(f"{path}.lock"))
+        # Act
+        with pytest.raises(OSError, match="lock file was removed or replaced"):
+            state.save(Marks())
+        kept = state.load()
+        holder.communicate("")
+        state.save(Marks())
+        # Assert
+        assert kept == MARKS
+        assert state.load() == Marks()
+        with pytest.raises(StateFileError, match="in use by another autoscaler"):
+            StateFile(path).lock()
 
     def test_lock_removes_what_a_process_killed_while_saving_left(self, tmp_path: Path) -> None:
         """Given a process SIGKILLed while saving (its temporary file written, not yet

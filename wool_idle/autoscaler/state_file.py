@@ -11,12 +11,14 @@ same directory, flushed to disk and renamed over the old one, so a crash leaves
 the old file or the new one, never a part of either. One autoscaler per file:
 ``lock`` holds an exclusive lock on ``<path>.lock`` for the life of the
 process, and removes the temporary files a process killed while writing left
-behind.
+behind; a lock file removed or replaced meanwhile (a cleaner of old files) is
+locked again before the next write, which fails if another process has it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
@@ -43,10 +45,14 @@ class StateFile:
         self.path = Path(os.path.realpath(path))
         self._lock: IO[bytes] | None = None
 
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
     def lock(self) -> None:
         """Hold the exclusive lock of this file until the process ends; ``StateFileError``
         if another process holds it (or it cannot be taken)."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock_path = self._lock_path
         try:
             descriptor = open_regular_no_follow(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         except OSError as error:
@@ -57,8 +63,28 @@ class StateFile:
         except OSError:
             handle.close()
             raise StateFileError(f"{self.path} is in use by another autoscaler") from None
-        self._lock = handle
+        held, self._lock = self._lock, handle
+        if held is not None:
+            held.close()
         self._remove_temporaries()
+
+    def _keep_lock(self) -> None:
+        """Make sure the lock held (if any) is still the lock file's: one removed (by
+        a cleaner of old files in ``/tmp``, say) or replaced lets another autoscaler
+        lock the new one. It is taken again; ``OSError`` if another process holds it."""
+        if self._lock is None:
+            return
+        held = os.fstat(self._lock.fileno())
+        try:
+            found = os.stat(self._lock_path, follow_symlinks=False)
+        except FileNotFoundError:
+            found = None
+        if found is not None and (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino):
+            return
+        try:
+            self.lock()
+        except StateFileError as error:
+            raise OSError(errno.EAGAIN, f"its lock file was removed or replaced: {error}") from None
 
     @property
     def _temporary_prefix(self) -> str:
@@ -102,7 +128,9 @@ class StateFile:
 
     def save(self, marks: Marks) -> None:
         """Replace the file's content with ``marks``, atomically and durably; ``OSError``
-        if it cannot be written (the old content then stays)."""
+        if it cannot be written (the old content then stays), or if its lock was lost to
+        another process (``_keep_lock``)."""
+        self._keep_lock()
         directory = self.path.parent
         handle, temporary = tempfile.mkstemp(
             prefix=self._temporary_prefix, suffix=_TEMPORARY_SUFFIX, dir=directory
