@@ -168,6 +168,26 @@ class TestBasicAuth:
         # Assert
         assert counting.calls == 2
 
+    async def test_check_not_run_refuses_without_remembering(self, monkeypatch) -> None:
+        """Given the right password, when its check cannot run (no thread can be
+        started: a pids limit), then it is refused, and checked again by the next
+        request once threads can be started: a refusal remembered as the verdict
+        locked the scraper out until a restart."""
+        # Arrange
+        auth = BasicAuth(lambda: {"prometheus": HASH.encode()})
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        # Act
+        refused = await auth.check(header("prometheus", "s3cret"))
+        monkeypatch.setattr(threading.Thread, "start", start)
+        accepted = await auth.check(header("prometheus", "s3cret"))
+        # Assert
+        assert (refused, accepted) == (False, True)
+
     async def test_check_one_bcrypt_at_a_time(self, monkeypatch) -> None:
         """Given four different wrong passwords at once, when checked concurrently, then
         bcrypt never runs twice at the same time (each check would wait for a second

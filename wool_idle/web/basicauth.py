@@ -16,7 +16,8 @@ As exporter-toolkit does it:
   them, least recently used first out), keyed by a SHA-256 of the user, the
   hash, the password and whether the user is in force, so a scraper pays
   bcrypt's cost once, a client repeating a wrong password pays nothing, and
-  a remembered verdict stays right when the users change (``live_config``);
+  a remembered verdict stays right when the users change (``live_config``); a
+  check that could not run (no thread to be had) refuses that request only;
 - an unknown user is checked against a configured user's hash (and never
   accepted, whatever the password), so it takes as long as a wrong password;
   no hash is computed at start (a cost-31 hash would take days: bcrypt's cost
@@ -116,8 +117,8 @@ class BasicAuth:
                         matched = await on_daemon_thread(
                             "bcrypt", functools.partial(checkpw, password, hashed)
                         )
-                    except Exception:  # fail closed: no verdict is a refusal
-                        matched = False
+                    except Exception:  # fail closed: no verdict is a refusal, this once
+                        return False  # (no thread to be had: the next request checks)
                     verdict = matched and known
                     self._remember(fingerprint, verdict)
         return verdict and self._in_force(name, hashed, known)
