@@ -245,7 +245,9 @@ class TestHttpSessionStalledSecret:
         url = await serve(recording_app(seen))
         (tmp_path / "pw").write_text("pw\n")
         config = parse_client_config("basic_auth: {username: a, password_file: pw}", tmp_path)
-        monkeypatch.setattr(client_session, "_SECRET_READS", DaemonThreads(1, READERS))
+        # Named apart from the shared readers, which another test counts.
+        readers = DaemonThreads(1, "secret-reads-of-this-test")
+        monkeypatch.setattr(client_session, "_SECRET_READS", readers)
         start = threading.Thread.start
 
         def refuse(thread: threading.Thread) -> None:
