@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support import unix_http
+from support.blackhole import Blackhole
 from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli, spawn_with_stalled_reads, terminated_once_stalled
 
@@ -108,6 +109,35 @@ class TestExporterCli:
         wait_for(lambda: worker_address in by_worker(fetch(url), "wool_worker_up"))
         # Assert
         assert unchanged == {}
+
+    def test_more_targets_than_open_files_still_answers(self, start_exporter) -> None:
+        """Given an exporter under a hard limit of 64 open files (raising it is no help)
+        and 100 targets that drop handshakes (each connect holds a socket), when it is
+        scraped again and again, then ``/metrics`` and ``/-/healthy`` answer every time,
+        each target with its own failure: the connects took every descriptor, and the
+        listening socket's accept failed with them (a blank scrape, healthy unanswered)."""
+
+        # Arrange
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+        with contextlib.ExitStack() as stack:
+            holes = [stack.enter_context(Blackhole()) for _ in range(100)]
+            url = start_exporter(
+                "--target",
+                ",".join(h.address for h in holes),
+                "--timeout",
+                "1s",
+                preexec_fn=lower,
+            )
+            healthy = url.removesuffix("/metrics") + "/-/healthy"
+            # Act
+            scrapes = []
+            for _ in range(10):
+                scrapes.append(by_worker(fetch(url), "wool_worker_up"))
+                fetch(healthy)
+        # Assert
+        assert all(ups == {h.address: 0 for h in holes} for ups in scrapes)
 
     def test_open_files_soft_limit_raised_to_hard(self, start_exporter) -> None:
         """Given an exporter started with a soft limit of 1024 open files (systemd's

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from support.pooled import settled, users
 
-from wool_idle.exporter.connections import ConnectionCache
+from wool_idle.exporter.connections import ConnectionCache, ConnectionsExhausted
 from wool_idle.worker import ClientTls
 
 
@@ -17,6 +18,16 @@ async def call(cache: ConnectionCache, address: str, *, adhoc: bool, healthy: bo
         await lease.connection.idle_time(timeout=5.0)
     finally:
         cache.release(lease, healthy=healthy)
+
+
+def leasable(cache: ConnectionCache, address: str) -> bool:
+    """Whether ``address`` can be leased now (the lease is given back at once)."""
+    try:
+        lease = cache.lease(address)
+    except ConnectionsExhausted:
+        return False
+    cache.release(lease, healthy=True)
+    return True
 
 
 class TestConnectionCache:
@@ -33,6 +44,28 @@ class TestConnectionCache:
         # Assert
         assert cache.open() == {workers[1].address, workers[2].address}
         assert [users(w.address) for w in workers] == [0, 1, 1]
+        await cache.close()
+
+    async def test_lease_beyond_max_open_refused_until_one_closes(self, scripted) -> None:
+        """Given at most 2 connections open (the open files limit's share), when a third
+        worker is leased, then ``ConnectionsExhausted`` and no channel is opened for it;
+        once one of the two left the configured set and closed, it is leased."""
+        # Arrange
+        workers = [await scripted(seconds=1.0) for _ in range(3)]
+        cache = ConnectionCache(max_open=2)
+        cache.keep(w.address for w in workers)
+        for worker in workers[:2]:
+            await call(cache, worker.address, adhoc=False)
+        # Act
+        with pytest.raises(ConnectionsExhausted, match="2 are open"):
+            cache.lease(workers[2].address)
+        refused = users(workers[2].address)
+        cache.keep(w.address for w in workers[1:])
+        await settled(lambda: leasable(cache, workers[2].address))
+        await call(cache, workers[2].address, adhoc=False)
+        # Assert
+        assert refused == 0
+        assert cache.open() == {workers[1].address, workers[2].address}
         await cache.close()
 
     async def test_release_unhealthy_adhoc_closes_at_once(self, scripted) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from wool_idle.exporter.runtime import (
     YOUNG_GENERATION,
+    connection_budget,
     raise_open_files_limit,
     settle_garbage_collector,
     warn_if_few_open_files,
@@ -71,3 +72,15 @@ class TestWarnIfFewOpenFiles:
         # Assert
         messages = [r.getMessage() for r in caplog.records]
         assert any("--probe.adhoc-limit" in m for m in messages) == warned
+
+
+class TestConnectionBudget:
+    @pytest.mark.parametrize(
+        ("limit", "budget"),
+        [(1024, 896), (256, 128), (255, 127), (64, 32), (resource.RLIM_INFINITY, None)],
+    )
+    def test_budget_leaves_the_reserve(self, limit: int, budget: int | None) -> None:
+        """Given an open files limit, then the connections to workers opened at most
+        leave ``RESERVED_FILES`` to everything else (half of a small limit); no limit,
+        no cap."""
+        assert connection_budget(limit) == budget

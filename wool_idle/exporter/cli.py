@@ -30,6 +30,7 @@ from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.reload import Reloads
 from wool_idle.exporter.runtime import (
+    connection_budget,
     log_repeating_errors_once,
     raise_open_files_limit,
     settle_garbage_collector,
@@ -148,7 +149,10 @@ async def _serve(
     tls: ClientTls | None,
     web: LiveWebConfig | None,
 ) -> int:
-    connections = ConnectionCache(tls=tls, adhoc_limit=daemon.probe_adhoc_limit)
+    open_files, _ = raise_open_files_limit()
+    connections = ConnectionCache(
+        tls=tls, adhoc_limit=daemon.probe_adhoc_limit, max_open=connection_budget(open_files)
+    )
     prober = Prober(
         tls=tls,
         timeout=settings.timeout,
@@ -167,7 +171,6 @@ async def _serve(
     stopped = asyncio.Event()
     refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))
     following = asyncio.ensure_future(discovered.run())
-    open_files, _ = raise_open_files_limit()
     warn_if_few_open_files(open_files, len(targets.all()) + daemon.probe_adhoc_limit)
     log_repeating_errors_once()
     settle_garbage_collector()

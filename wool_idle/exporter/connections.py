@@ -11,18 +11,29 @@ the background to an address nobody asks about again.
 A connection is closed only when no call uses it: ``lease`` counts the calls
 in flight, and a connection retired while one is in flight closes when the
 last one is released. Removing a target never cuts off a call.
+
+At most ``max_open`` connections are open at once (closing ones included): each
+holds a descriptor, and more targets than the open files limit leaves would take
+every descriptor, the listening socket's ``accept`` failing with them, so that
+``/metrics`` and ``/-/healthy`` would go unanswered. A lease beyond it raises
+``ConnectionsExhausted``: that target's probe fails (``unavailable``), the others
+are answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
 from wool_idle.contract import MAX_REPLY_BYTES
+from wool_idle.exceptions import WoolError
 from wool_idle.worker import ClientTls, WorkerConnection
+
+log = logging.getLogger("wool_idle.exporter")
 
 ADHOC_LIMIT: Final = 10_000
 """Connections kept open for targets that only ``/probe`` asked about (the default of
@@ -49,6 +60,11 @@ CHANNEL_OPTIONS: Final = (
     ("grpc.enable_retries", 0),
     ("grpc.max_receive_message_length", MAX_REPLY_BYTES),
 )
+
+
+class ConnectionsExhausted(WoolError):
+    """No connection opened: ``max_open`` are open already."""
+
 
 Connect = Callable[[str, ClientTls | None], WorkerConnection]
 """Open a connection to an address, over TLS with the given settings or in plaintext."""
@@ -77,8 +93,13 @@ class ConnectionCache:
         connect: Connect | None = None,
         adhoc_limit: int = ADHOC_LIMIT,
         adhoc_ttl: float = ADHOC_TTL,
+        max_open: int | None = None,
     ) -> None:
         self.tls = tls
+        self.max_open = max_open
+        self._open = 0
+        """Connections made and not yet closed."""
+        self._open_refused = 0
         self._connect = connect or (
             lambda address, tls: WorkerConnection(address, tls=tls, options=CHANNEL_OPTIONS)
         )
@@ -112,9 +133,15 @@ class ConnectionCache:
             self._retire(found)
             found = None
         if found is None:
+            self._reserve()
             tls = None if plaintext else self.tls
             configured = not adhoc or address in self._configured
-            found = Lease(address, self._connect(address, tls), plaintext, configured=configured)
+            try:
+                connection = self._connect(address, tls)
+            except BaseException:
+                self._open -= 1
+                raise
+            found = Lease(address, connection, plaintext, configured=configured)
             self._leases[address] = found
         elif not found.configured and not adhoc:
             self._configure(found)
@@ -189,10 +216,31 @@ class ConnectionCache:
         if lease.calls == 0:
             self._close(lease)
 
+    def _reserve(self) -> None:
+        """Count one more connection open; ``ConnectionsExhausted`` (logged the first
+        time) if ``max_open`` are open already."""
+        if self.max_open is not None and self._open >= self.max_open:
+            if self._open_refused == 0:
+                log.warning(
+                    "%d connections to workers are open, the most the open files limit "
+                    "leaves: the probes of other targets fail (unavailable) until some "
+                    "close; raise the limit (systemd LimitNOFILE) or shard the targets",
+                    self._open,
+                )
+            self._open_refused += 1
+            raise ConnectionsExhausted(
+                f"no connection opened: {self._open} are open, the most the open files limit leaves"
+            )
+        self._open += 1
+
     def _close(self, lease: Lease) -> None:
         task = asyncio.ensure_future(lease.connection.close())
         self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        self._open -= 1
 
     @staticmethod
     def _disarm(lease: Lease) -> None:

@@ -29,6 +29,7 @@ import grpc
 
 from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, MalformedReply, RpcError
+from wool_idle.exporter.connections import ConnectionsExhausted
 from wool_idle.exporter.target import Target
 
 PEER_CODES: Final = frozenset(
@@ -58,7 +59,8 @@ class ErrorReason(StrEnum):
     """Why a probe produced no idle value (the ``reason`` label)."""
 
     UNAVAILABLE = "unavailable"
-    """No connection to the worker (refused, reset, closed), or the call was cut off."""
+    """No connection to the worker (refused, reset, closed, or none opened: as many
+    are open as the open files limit leaves), or the call was cut off."""
     DEADLINE = "deadline"
     """No answer within the scrape's budget or ``--timeout``."""
     UNIMPLEMENTED = "unimplemented"
@@ -151,8 +153,9 @@ def _reason(error: BaseException) -> tuple[ErrorReason, bool]:
             tls = any(failure in details for failure in TLS_FAILURES)
             return (ErrorReason.TLS if tls else ErrorReason.UNAVAILABLE), False
         return ErrorReason.OTHER, error.code in PEER_CODES
-    if isinstance(error, asyncio.CancelledError):
-        # The call was cut off under the probe (its channel closed), not by the caller.
+    if isinstance(error, asyncio.CancelledError | ConnectionsExhausted):
+        # Cut off under the probe (its channel closed), not by the caller; or no
+        # connection could be opened (the open files limit): no connection either way.
         return ErrorReason.UNAVAILABLE, False
     # Not an outcome the client maps: an undecodable reply, or a fault in the client.
     # Nothing shows the worker answered as a worker: fail closed.

@@ -37,6 +37,14 @@ def raise_open_files_limit() -> tuple[int, int]:
     return hard, hard
 
 
+def connection_budget(limit: int) -> int | None:
+    """How many connections to workers fit in ``limit`` open files: all but
+    ``RESERVED_FILES``, or half of a limit below twice that; None without a limit."""
+    if limit == resource.RLIM_INFINITY:
+        return None
+    return limit - RESERVED_FILES if limit >= 2 * RESERVED_FILES else limit // 2
+
+
 def warn_if_few_open_files(limit: int, connections: int) -> None:
     """Log a warning when ``limit`` open files cannot hold ``connections`` connections to
     workers (a descriptor each) beside ``RESERVED_FILES``."""
