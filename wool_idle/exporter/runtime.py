@@ -53,7 +53,7 @@ def warn_if_few_open_files(limit: int, connections: int) -> None:
         log.warning(
             "open files limit %d is below the %d that %d worker connections need (the "
             "targets and --probe.adhoc-limit): raise it (systemd LimitNOFILE) or lower "
-            "--probe.adhoc-limit, or /metrics may fail to connect under /probe load",
+            "--probe.adhoc-limit, or the probes beyond its share fail (unavailable)",
             limit,
             needed,
             connections,
