@@ -12,6 +12,7 @@ import grpc
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
+from support import unix_http
 from support.fleet import ExporterProcess, Fleet
 from support.generic_server import serve_worker_methods
 
@@ -38,8 +39,8 @@ async def fleet():
 def exporter_process():
     started: list[ExporterProcess] = []
 
-    def start(targets) -> ExporterProcess:
-        process = ExporterProcess(targets)
+    def start(targets, listen: str = "127.0.0.1:0") -> ExporterProcess:
+        process = ExporterProcess(targets, listen)
         process.start()
         started.append(process)
         return process
@@ -63,7 +64,7 @@ async def make_autoscaler():
         state_file: StateFile | None = None,
         **rule,
     ) -> Autoscaler:
-        session = aiohttp.ClientSession()
+        session, url = unix_http.client_for(url)
         sessions.append(session)
         registry = CollectorRegistry()
         policy = PolicySettings(**rule)

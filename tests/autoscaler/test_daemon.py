@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from support.pooled import settled
+from support.unix_http import socket_path
 from support.waiting import eventually_async
 from support.wool_namespaces import fresh_namespace, held
 from support.wool_pools import unique_namespace
@@ -117,10 +118,11 @@ class TestAutoscaler:
     ) -> None:
         """Given idle workers and an exporter that goes down, when cycles run while it
         is down, then no one is stopped and source_up is 0; when it returns on the same
-        address, decisions resume."""
+        address, decisions resume. The address is a Unix socket: a TCP port freed while
+        the exporter is down may be taken by another process (on a busy machine)."""
         # Arrange
         addresses = await fleet.start(2)
-        exporter = exporter_process(addresses)
+        exporter = exporter_process(addresses, listen=f"unix:{socket_path('exporter')}")
         autoscaler = make_autoscaler(exporter.url, max_idle=0.2, min_workers=0)
         await asyncio.sleep(0.3)
         exporter.stop()

@@ -63,11 +63,17 @@ class Fleet:
 
 
 class ExporterProcess:
-    """``wool-idle exporter`` over fixed targets, restartable on the same port."""
+    """``wool-idle exporter`` over fixed targets, restartable on the same address.
 
-    def __init__(self, targets: Sequence[str]) -> None:
+    Restarted, a TCP exporter binds the port it was given by the kernel the first
+    time, which anyone may have taken meanwhile (any process binding port 0 or
+    connecting from an ephemeral port): a test that restarts one listens on a Unix
+    socket (``listen="unix:/path"``), whose path no one else takes.
+    """
+
+    def __init__(self, targets: Sequence[str], listen: str = "127.0.0.1:0") -> None:
         self.targets = list(targets)
-        self.listen = "127.0.0.1:0"
+        self.listen = listen
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
 
@@ -79,7 +85,8 @@ class ExporterProcess:
         assert self.process.stdout is not None
         self.url = self.process.stdout.readline().strip()
         assert self.url, self.process.stderr.read() if self.process.stderr else ""
-        self.listen = self.url.removeprefix("http://").removesuffix("/metrics")
+        if self.url.startswith("http://"):  # the port bound, to bind again on restart
+            self.listen = self.url.removeprefix("http://").removesuffix("/metrics")
         return self.url
 
     def stop(self) -> None:

@@ -13,6 +13,16 @@ def socket_path(name: str) -> str:
     return f"/tmp/wool-idle-{name}-{os.getpid()}-{os.urandom(4).hex()}.sock"
 
 
+def client_for(url: str) -> tuple[aiohttp.ClientSession, str]:
+    """A session and the URL that reach ``url`` with it: an ``http+unix://`` one over
+    its socket (the URL then names ``localhost``), any other as it is."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http+unix":
+        return aiohttp.ClientSession(), url
+    connector = aiohttp.UnixConnector(path=urllib.parse.unquote(parts.netloc))
+    return aiohttp.ClientSession(connector=connector), f"http://localhost{parts.path}"
+
+
 async def get(url: str, path: str) -> tuple[int, str]:
     """GET ``path`` from the daemon whose ready line was ``url`` (``http+unix://...``)."""
     parts = urllib.parse.urlsplit(url)
