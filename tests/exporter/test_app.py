@@ -24,6 +24,7 @@ from support.hung import HungServer
 from support.metrics import by_worker, samples
 from support.pooled import settled, users
 from support.raw import length_delimited
+from support.unix_http import socket_path
 
 from wool_idle.autoscaler.sources.exposition import parse_exposition
 from wool_idle.contract import MAX_REPLY_BYTES
@@ -236,9 +237,10 @@ class TestMetricsEndpoint:
     async def test_metrics_worker_restarted_on_same_address(self, exporter) -> None:
         """Given a worker scraped once, when it is replaced by a new process on the
         same address, then a later scrape reads the new worker without restarting the
-        exporter."""
+        exporter. The address is a Unix socket: a TCP port freed by the first worker
+        may be taken by another process (on a busy machine) before the second binds."""
         # Arrange
-        first = LocalWorker("127.0.0.1:0")
+        first = LocalWorker(f"unix:{socket_path('worker')}")
         address = await first.start()
         client = await exporter([address], timeout=2.0)
         before = by_worker(await (await client.get("/metrics")).text(), "wool_worker_up")
