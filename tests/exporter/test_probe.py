@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable, Iterator
 
+import pytest
 from support.blackhole import Blackhole
 from support.closing import ClosingServer
 from support.pooled import settled, users
@@ -18,15 +20,23 @@ from wool_idle.exporter.target import Target
 from wool_idle.worker import ClientTls, ServerTls, WorkerConnection
 
 
-def closed_ports(count: int) -> list[str]:
-    """Loopback addresses nothing listens on (ports bound, then released)."""
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    addresses = [f"127.0.0.1:{sock.getsockname()[1]}" for sock in sockets]
+@pytest.fixture
+def closed_ports() -> Iterator[Callable[[int], list[str]]]:
+    """Make loopback addresses nothing listens on: ports bound and never listened on,
+    held until the test ends (a connection is refused; released, a port could be
+    bound meanwhile by another process, and answer)."""
+    sockets: list[socket.socket] = []
+
+    def make(count: int) -> list[str]:
+        made = [socket.socket() for _ in range(count)]
+        sockets.extend(made)
+        for sock in made:
+            sock.bind(("127.0.0.1", 0))
+        return [f"127.0.0.1:{sock.getsockname()[1]}" for sock in made]
+
+    yield make
     for sock in sockets:
         sock.close()
-    return addresses
 
 
 class CutOffConnection(WorkerConnection):
@@ -168,7 +178,9 @@ class TestProber:
         ]
         await prober.close()
 
-    async def test_probe_adhoc_burst_to_closed_ports_leaves_nothing_open(self) -> None:
+    async def test_probe_adhoc_burst_to_closed_ports_leaves_nothing_open(
+        self, closed_ports
+    ) -> None:
         """Given an ad-hoc limit of 16, when /probe asks at once about 12 closed ports
         and a port that accepts then drops every connection, then no channel stays open
         and nothing reconnects in the background afterwards (the drop-port sees no
@@ -258,7 +270,9 @@ class TestProberTls:
     def client_tls(material: TlsMaterial, *, ca: str | None = None) -> ClientTls:
         return ClientTls(ca_file=ca or material.ca)
 
-    async def test_probe_secure_record_without_client_tls_is_tls_not_dialled(self) -> None:
+    async def test_probe_secure_record_without_client_tls_is_tls_not_dialled(
+        self, closed_ports
+    ) -> None:
         """Given a discovered worker whose record says it serves TLS, and no client TLS,
         when probed, then the reason is tls and no connection was opened."""
         # Arrange
@@ -290,7 +304,7 @@ class TestProberTls:
         await prober.close()
 
     async def test_probe_handshake_failure_is_tls(
-        self, start_server, tls_material: TlsMaterial
+        self, start_server, tls_material: TlsMaterial, closed_ports
     ) -> None:
         """Given client TLS, when probing a plaintext worker listed statically (TLS by
         the flags), a TLS worker whose certificate another CA signed, and one whose
