@@ -1025,12 +1025,17 @@ class TestStateFile:
         assert retired(restarted, worker.address, wool_tags="hot") == stopped_at
         assert StateFile(path).load().retired[worker.address].at == stopped_at
 
+    @pytest.mark.parametrize("task_arrives", [False, True])
     async def test_stop_is_written_down_before_it_is_sent(
-        self, make_autoscaler, scripted, tmp_path: Path
+        self, make_autoscaler, scripted, tmp_path: Path, task_arrives: bool
     ) -> None:
-        """Given an idle worker and a state file, when a cycle stops it, then right
-        before the stop is sent the file already names it retiring (a crash between
-        leaves it retiring), and after, the file still does."""
+        """Given an idle worker (one that does not honour the conditional stop) and a
+        state file, when a cycle stops it, then right before the stop is sent the file
+        already names it retiring (a crash between leaves it retiring), and after, the
+        file still does; when a task reaches it while the stop is written down, no stop
+        is sent (its second confirmation reads busy) and the file no longer names it:
+        an autoscaler restarted on it stops it in its turn, not after a retiring time
+        for a stop never sent."""
         # Arrange
         worker = await scripted(seconds=900.0)
         source = ScriptedSource()
@@ -1041,6 +1046,8 @@ class TestStateFile:
 
         async def read_file(address: str) -> None:
             on_disk.append(set(state.load().retiring))
+            if task_arrives:
+                worker.seconds = 0.0
 
         autoscaler = make_autoscaler(
             "",
@@ -1053,44 +1060,9 @@ class TestStateFile:
         # Act
         await autoscaler.once()
         # Assert
-        assert len(worker.stop_requests) == 1
+        assert len(worker.stop_requests) == (0 if task_arrives else 1)
         assert on_disk == [{worker.address}]
-        assert set(state.load().retiring) == {worker.address}
-
-    async def test_stop_written_down_then_refused_busy_is_undone(
-        self, make_autoscaler, scripted, tmp_path: Path
-    ) -> None:
-        """Given an idle worker that does not honour the conditional stop and a state
-        file, when a task reaches it while its stop is written down, then no stop is
-        sent (its second confirmation reads busy), and the file, which named it
-        retiring before, no longer does: an autoscaler restarted on it stops it in
-        its turn, not after a retiring time for a stop never sent."""
-        # Arrange
-        worker = await scripted(seconds=900.0)
-        source = ScriptedSource()
-        source.readings = idle_readings(worker)
-        state = StateFile(tmp_path / "state.json")
-        state.save(Marks())
-        on_disk = []
-
-        async def task_arrives(address: str) -> None:
-            on_disk.append(set(state.load().retiring))
-            worker.seconds = 0.0
-
-        autoscaler = make_autoscaler(
-            "",
-            source=source,
-            state_file=state,
-            max_idle=60.0,
-            min_workers=0,
-            before_stop=task_arrives,
-        )
-        # Act
-        await autoscaler.once()
-        # Assert
-        assert worker.stop_requests == []
-        assert on_disk == [{worker.address}]
-        assert set(state.load().retiring) == set()
+        assert set(state.load().retiring) == (set() if task_arrives else {worker.address})
 
     async def test_stop_not_written_down_is_not_sent(
         self, make_autoscaler, scripted, tmp_path: Path
