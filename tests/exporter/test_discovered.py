@@ -25,8 +25,7 @@ from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector, record_target
 from wool_idle.exporter.probe import Prober
-from wool_idle.exporter.sd import pool_digest
-from wool_idle.exporter.target import Target
+from wool_idle.exporter.target import Target, pool_digest
 from wool_idle.exporter.targets import TargetSet
 
 POLL = 0.1

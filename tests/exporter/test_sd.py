@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wool_idle.exporter.sd import SdBody, pool_digest, sd_groups
-from wool_idle.exporter.target import Target
+from wool_idle.exporter.sd import SdBody, sd_groups
+from wool_idle.exporter.target import Target, pool_digest
 from wool_idle.exporter.targets import TargetSet
 
 

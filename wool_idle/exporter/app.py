@@ -29,7 +29,7 @@ from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import AdhocProbesBusy, Prober, ProbeResult
 from wool_idle.exporter.probe_debug import debug_probe
 from wool_idle.exporter.reload import Reloads, reload_handler
-from wool_idle.exporter.sd import POOL_PARAM, add_sd_route, pool_digest
+from wool_idle.exporter.sd import POOL_PARAM, add_sd_route
 from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.web.app import Landing, create_base_app
@@ -119,7 +119,7 @@ def create_app(
         configured = targets.get(address)
         target = configured or Target(address)
         held = request.query.get(POOL_PARAM)
-        if held is not None and (configured is None or pool_digest(configured.labels) != held):
+        if held is not None and (configured is None or configured.pool_digest() != held):
             target = replace(target, regrouped=True)  # Prometheus's labels are outdated
         budget = scrape_budget(request, settings)
         try:

@@ -9,7 +9,7 @@ volatile facts come as ``__meta_wool_uid``, ``__meta_wool_pid``,
 dropped by Prometheus after it, so they never become target labels.
 
 Each group also carries ``__param_pool``: a digest of the target's labels
-(``pool_digest``), which Prometheus sends back as ``/probe``'s ``pool`` parameter.
+(``Target.pool_digest``), which Prometheus sends back as ``/probe``'s ``pool`` parameter.
 Prometheus refreshes ``/sd`` only every ``refresh_interval`` (and keeps its list
 while ``/sd`` fails), so it can probe a worker under labels the exporter no longer
 gives it: an address it dropped (a contested or gone record, another pool's worker
@@ -27,25 +27,18 @@ at once (and no alert of the sharded layout reads the exporter's own
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Final
 
 from aiohttp import web
 
-from wool_idle.exporter.target import Labels, Target
+from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 
 META_PREFIX: Final = "__meta_wool_"
 POOL_PARAM: Final = "pool"
 """The ``/probe`` parameter naming the labels Prometheus holds for the target."""
-
-
-def pool_digest(labels: Labels) -> str:
-    """A short digest of a target's labels: the same for the same labels in every
-    exporter, another for any other labels."""
-    return hashlib.blake2b(json.dumps(labels).encode(), digest_size=8).hexdigest()
 
 
 def sd_groups(targets: Sequence[Target]) -> list[dict[str, object]]:
@@ -56,7 +49,7 @@ def sd_groups(targets: Sequence[Target]) -> list[dict[str, object]]:
             "labels": {
                 **dict(target.labels),
                 **{META_PREFIX + name: value for name, value in target.info},
-                "__param_" + POOL_PARAM: pool_digest(target.labels),
+                "__param_" + POOL_PARAM: target.pool_digest(),
             },
         }
         for target in targets

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from wool_idle.contract import WORKER_LABEL
 
 Labels = tuple[tuple[str, str], ...]
+
+
+def pool_digest(labels: Labels) -> str:
+    """A short digest of a target's labels: the same for the same labels in every
+    exporter, another for any other labels."""
+    return hashlib.blake2b(json.dumps(labels).encode(), digest_size=8).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,7 @@ class Target:
     ``regrouped``): its idle value is withheld (reason ``pool_changed``)."""
     _label_dict: dict[str, str] = field(init=False, repr=False, compare=False)
     _info_dict: dict[str, str] = field(init=False, repr=False, compare=False)
+    _pool_digest: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Built once per target, not per scrape.
@@ -44,3 +53,12 @@ class Target:
     def info_dict(self) -> dict[str, str]:
         """``label_dict`` plus ``info``: the info series' labels. Do not modify."""
         return self._info_dict
+
+    def pool_digest(self) -> str:
+        """``pool_digest(self.labels)``, worked out on the first call and kept: ``/sd``
+        and every ``/probe`` that names a ``pool`` ask for it."""
+        digest = self._pool_digest
+        if digest is None:
+            digest = pool_digest(self.labels)
+            object.__setattr__(self, "_pool_digest", digest)
+        return digest
