@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,20 @@ def shipped_config(path: Path, addresses: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
+def held_port() -> socket.socket:
+    """A loopback socket bound to a free port and never listening, with
+    ``SO_REUSEADDR``: while it is open, a listener that sets ``SO_REUSEADDR`` too (Go's,
+    so Prometheus's) can take the port, while the kernel hands it to nobody else (a
+    bind of port 0, an outgoing connection, a bind without the option)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 class PrometheusServer:
-    """``prometheus`` with the given config, listening on a free loopback port;
+    """``prometheus`` with the given config, listening on a loopback port held for it
+    (``held_port``) as long as this object lives, so a restart finds it free;
     with ``web_config``, its ``--web.config.file`` (HTTPS), reached through ``opener``;
     ``flags`` are added to its command line (``--query.lookback-delta=3s``)."""
 
@@ -58,7 +71,9 @@ class PrometheusServer:
     ) -> None:
         self.directory = directory
         self.flags = flags
-        self.port = free_port()
+        placeholder = held_port()
+        weakref.finalize(self, placeholder.close)
+        self.port = int(placeholder.getsockname()[1])
         self.url = f"{'https' if web_config else 'http'}://127.0.0.1:{self.port}"
         self.web_config = web_config
         self.opener = opener or urllib.request.build_opener()
@@ -71,21 +86,22 @@ class PrometheusServer:
     def start(self, timeout: float = 60.0) -> None:
         binary = shutil.which("prometheus")
         assert binary, "Debian's prometheus package is required (scripts/ensure-prometheus)"
-        self.process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={self.config_path}",
-                f"--storage.tsdb.path={self.directory / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--web.console.templates=/dev/null",
-                "--web.console.libraries=/dev/null",
-                *([f"--web.config.file={self.web_config}"] if self.web_config else []),
-                *self.flags,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.directory / "prometheus.log").open("wb"),
-            stdin=subprocess.DEVNULL,
-        )
+        with (self.directory / "prometheus.log").open("ab") as log:  # the child keeps its own
+            self.process = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={self.config_path}",
+                    f"--storage.tsdb.path={self.directory / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--web.console.templates=/dev/null",
+                    "--web.console.libraries=/dev/null",
+                    *([f"--web.config.file={self.web_config}"] if self.web_config else []),
+                    *self.flags,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + timeout
         while True:
             assert self.process.poll() is None, (self.directory / "prometheus.log").read_text()
