@@ -94,6 +94,26 @@ class TestAddressResolver:
         resolved = await AddressResolver().resolve([worker, "127.0.0.1:5"])
         assert resolved == {"127.0.0.1:5": loopback(5, "127.0.0.1")}
 
+    @pytest.mark.parametrize(
+        "worker", ["127.0.0.010:5", "0177.0.0.1:5", "127.1:5", "2130706433:5", "0x7f.0.0.1:5"]
+    )
+    @pytest.mark.parametrize("lookup", [False, True], ids=["resolver", "look_up"])
+    async def test_resolve_name_ending_in_a_number_names_no_worker(
+        self, worker: str, lookup: bool
+    ) -> None:
+        """Given a label whose host is an IPv4 address in a form other than plain dotted
+        decimal (leading zeros, octal, fewer parts, one number, hexadecimal), when
+        resolved, then it is left out: getaddrinfo and gRPC read such a host apart
+        (127.0.0.010 is 127.0.0.8 to one, 127.0.0.10 to the other), so which worker
+        it names is unknown."""
+        # Act
+        if lookup:
+            resolved = {w: p for w in [worker, "127.0.0.1:5"] if (p := endpoints.look_up(w))}
+        else:
+            resolved = await AddressResolver().resolve([worker, "127.0.0.1:5"])
+        # Assert
+        assert resolved == {"127.0.0.1:5": loopback(5, "127.0.0.1")}
+
     @pytest.mark.parametrize("lookup", [False, True], ids=["literal", "getaddrinfo"])
     async def test_resolve_ipv6_zone_by_name_or_number_is_one_zone(self, lookup: bool) -> None:
         """Given one link-local address with its zone as the interface's name, as its

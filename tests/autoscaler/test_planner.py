@@ -272,6 +272,23 @@ class TestPolicyPlanner:
         }
         assert [d.worker for d in stopped.stops] == ["127.0.0.1:7"]
 
+    async def test_plan_worker_under_an_ipv4_spelling_read_apart_is_unresolved(self) -> None:
+        """Given the only worker read as 127.0.0.10:P and as 127.0.0.010:P (gRPC dials
+        127.0.0.10 for both; getaddrinfo reads 010 as octal, 127.0.0.8), both idle, and
+        a floor of 1, when planned, then it is not stopped: the second label is
+        unresolved, and holds no floor (it counted as a second worker, and one of the
+        two labels was stopped)."""
+        # Arrange
+        readings = [Reading("127.0.0.10:7", 500.0), Reading("127.0.0.010:7", 500.0)]
+        floor = PolicySettings(max_idle=60.0, min_workers=1)
+        # Act
+        plan = await PolicyPlanner(floor).plan(readings, 0.0)
+        # Assert
+        assert {d.worker: d.verdict for d in plan.decisions} == {
+            "127.0.0.10:7": Verdict.MIN_WORKERS,
+            "127.0.0.010:7": Verdict.UNRESOLVED,
+        }
+
     async def test_plan_one_socket_under_two_real_paths_counts_once(self, tmp_path: Path) -> None:
         """Given the only worker's socket read under two paths that are not links of
         each other (a hard link, as a bind mount makes too: two real paths, one

@@ -11,8 +11,14 @@ Both spell each endpoint one way, so that two labels of one worker share one:
 - a unix socket as its real path and its inode (``unix:/real/path``,
   ``unix-inode:DEV:INO``), only if it is an absolute path to a socket that exists.
 
-None means the label names no one worker: it does not resolve, or it resolves to
-an unspecified address (``0.0.0.0``, ``::``, however spelt).
+None means the label names no one worker: it does not resolve, it resolves to
+an unspecified address (``0.0.0.0``, ``::``, however spelt), or its host ends in a
+number without being an IP address as ``ipaddress`` reads one (``127.1``,
+``2130706433``, ``0x7f.0.0.1``, leading zeros: ``127.0.0.010``). No DNS name ends
+so (no top-level domain is numeric); such a host is an IPv4 address in a form the
+system's resolver and gRPC's read apart: ``127.0.0.010`` is ``127.0.0.8`` (octal)
+to ``getaddrinfo`` and ``127.0.0.10`` to gRPC, which dials the worker there, so
+its endpoints would be another worker's, and the one dialled counted twice.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import ipaddress
 import os
 import socket
 import stat
+import string
 from collections.abc import Iterable
 from typing import Final
 
@@ -37,13 +44,16 @@ Endpoints = frozenset[str]
 
 def literal_endpoints(workers: list[str]) -> dict[str, Endpoints | None]:
     """Where each of ``workers`` leads that needs no lookup (an IP address); None for
-    an unspecified one (see ``_ip_endpoints``)."""
+    an unspecified one (see ``_ip_endpoints``), and for a name that ends in a number
+    (see the module)."""
     found: dict[str, Endpoints | None] = {}
     for worker in workers:
         if not worker.startswith(UNIX_PREFIX):
             host, port = split_host_port(worker)
             with contextlib.suppress(ValueError):  # not an IP address: a name
                 found[worker] = _ip_endpoints([ipaddress.ip_address(host)], port)
+            if worker not in found and _ends_in_a_number(host):
+                found[worker] = None
     return found
 
 
@@ -62,12 +72,23 @@ def look_up(worker: str) -> Endpoints | None:
             return None
         return frozenset({UNIX_PREFIX + real, f"unix-inode:{status.st_dev}:{status.st_ino}"})
     host, port = split_host_port(worker)
+    if worker in (literal := literal_endpoints([worker])) and literal[worker] is None:
+        return None  # unspecified, or a name that ends in a number
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError):
         return None
     addresses = [_address(str(sockaddr[0]), *sockaddr[3:]) for *_, sockaddr in found]
     return _ip_endpoints(addresses, port)
+
+
+def _ends_in_a_number(host: str) -> bool:
+    """Whether the last label of ``host`` (a name: no IP address) is a number, decimal
+    or ``0x`` hexadecimal: an IPv4 address in a form resolvers read apart."""
+    last = host.removesuffix(".").rpartition(".")[2]
+    if last[:2].lower() == "0x":
+        return all(c in string.hexdigits for c in last[2:])
+    return last.isdigit()
 
 
 def _address(host: str, scope_id: int = 0) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
