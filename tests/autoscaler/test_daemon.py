@@ -14,6 +14,7 @@ import grpc
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
+from support import tasks
 from support.pooled import settled
 from support.unix_http import socket_path
 from support.waiting import eventually_async
@@ -32,6 +33,7 @@ from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery import drop as drop_module
 from wool_idle.discovery.drop import Dropper, DropResult, read_records
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.exceptions import DispatchRejected, TransientRpcError
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.discovered import DiscoveredTargets
 from wool_idle.exporter.probe import Prober
@@ -72,6 +74,39 @@ class TestAutoscaler:
         assert value(autoscaler, "wool_autoscaler_stops_total", result="stopped") == 2
         assert value(autoscaler, "wool_autoscaler_blocked_total", reason="min_workers") == 1
         assert value(autoscaler, "wool_autoscaler_source_up") == 1
+
+    async def test_cycle_worker_draining_for_another_stop_holds_no_floor(
+        self, fleet, exporter_process, make_autoscaler, tmp_path: Path
+    ) -> None:
+        """Given a pool of two workers and a floor of 1, one draining a task for a stop
+        this autoscaler did not send (an operator's `wool-idle stop`, a supervisor's
+        SIGTERM) and the other idle, when a cycle runs past max-idle, then the idle
+        one is kept (min_workers): the leaving one counts no more (it read busy and
+        held the floor, so the idle one was stopped and the pool emptied)."""
+        # Arrange
+        leaving, idle = await fleet.start(2)
+        gate = tmp_path / "gate"
+        await fleet.keep_busy(leaving, gate)
+        outside = WorkerConnection(leaving)
+        stop = asyncio.ensure_future(outside.stop(30.0, timeout=60))
+        with pytest.raises((TransientRpcError, DispatchRejected)):
+            while True:  # until it drains (new tasks refused)
+                await outside.dispatch(tasks.echo, 1)
+        exporter = exporter_process([leaving, idle])
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.3, min_workers=1, cooldown=0.0)
+        await asyncio.sleep(0.4)
+        # Act
+        try:
+            ok = await autoscaler.cycle()
+            verdicts = {r.worker: r.verdict for r in autoscaler.records}
+        finally:
+            gate.touch()
+            await asyncio.gather(stop, return_exceptions=True)
+            await outside.close()
+        # Assert
+        assert ok
+        assert fleet.alive(idle)
+        assert verdicts[idle] == Verdict.MIN_WORKERS
 
     async def test_race_task_arrives_before_stop(
         self, fleet, exporter_process, make_autoscaler, tmp_path: Path

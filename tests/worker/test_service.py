@@ -29,6 +29,7 @@ from support.tasks import (
 from wool_idle.exceptions import (
     DispatchRejected,
     OutcomeTooLarge,
+    RpcError,
     StopRefused,
     TaskAborted,
     TaskCancelled,
@@ -569,6 +570,27 @@ class TestWorkerService:
 
 
 class TestWorkerServiceShutdown:
+    async def test_idle_refused_while_draining(self, start_server, tmp_path: Path) -> None:
+        """Given a worker draining a task for a stop, when its idle time is asked, then
+        it is refused with FAILED_PRECONDITION (it answered 0: read busy, a leaving
+        worker held its pool's floor), and the drain goes on to its end."""
+        # Arrange
+        gate = tmp_path / "gate"
+        _, connection, running, first_stop = await draining(start_server, gate)
+        # Act
+        try:
+            with pytest.raises(RpcError) as refused:
+                await connection.idle_time(timeout=10)
+            gate.touch()
+            outcome = await asyncio.wait_for(running, 20)
+            await asyncio.wait_for(first_stop, 20)
+        finally:
+            gate.touch()
+            await connection.close()
+        # Assert
+        assert refused.value.code is grpc.StatusCode.FAILED_PRECONDITION
+        assert outcome == "ok"
+
     async def test_shutdown_at_most_ends_a_longer_drain_sooner(
         self, start_server, tmp_path: Path
     ) -> None:

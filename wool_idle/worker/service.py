@@ -84,7 +84,12 @@ class WorkerService:
 
     async def idle(self, request: Void, context: Context) -> IdleTime:
         """Answer the seconds since the in-flight set last emptied (0 while busy), and
-        that this worker honours the conditional stop."""
+        that this worker honours the conditional stop. Once stopping (a stop or a
+        signal began the shutdown), refuse with ``FAILED_PRECONDITION``: the worker
+        is leaving, and a reader must count it neither alive (read busy while it
+        drains, it held its pool's floor) nor stoppable."""
+        if self.stopping.is_set():
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "worker is stopping")
         return IdleTime(seconds=self.in_flight.idle_seconds(), conditional_stop=True)
 
     async def stop(self, request: StopRequest, context: Context) -> Void:
