@@ -313,6 +313,60 @@ class TestSelectorsAndGroupsInPrometheus:
         assert set(seen[4][1]) == {hot} and set(seen[5][1]) == {bare}
         assert set(seen[8][1]) == {cold}
 
+    async def test_prometheus_worker_of_two_pools_selected_in_one_conflicts(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a worker listed in pool a by one exporter and in pool b by another
+        (pool b's only worker), beside a worker only in pool a, both exporters scraped
+        by a real Prometheus, when the autoscaler of pool a reads with --selector
+        pool=a and group-by pool and plans with a floor of 1, then the shared worker
+        is conflicting and the other held by the floor (the selector hid pool b's
+        series: the shared worker held pool a's floor, and one of the two was
+        stopped, the shared one when longer idle, emptying pool b)."""
+        # Arrange
+        fleet = Fleet()
+        shared, own = await fleet.start(2)
+        exporters = []
+        for pool, workers in (("a", [shared, own]), ("b", [shared])):
+            (tmp_path / f"{pool}.yml").write_text(
+                yaml.safe_dump([{"targets": workers, "labels": {"pool": pool}}])
+            )
+            targets_file = str(tmp_path / f"{pool}.yml")
+            exporters.append(
+                spawn_cli(["exporter", "--listen", "127.0.0.1:0", "--targets-file", targets_file])
+            )
+        listens = [e.stdout.readline().strip().removeprefix("http://") for e in exporters]
+        jobs = {p: listen.removesuffix("/metrics") for p, listen in zip("ab", listens, strict=True)}
+        prometheus = PrometheusServer(tmp_path, {**scrape_config(**jobs), "rule_files": []}, {})
+        settings = PolicySettings(max_idle=0.001, min_workers=1, group_by=("pool",))
+        try:
+            prometheus.start()
+            await eventually_async(lambda: len(prometheus.query("wool_worker_up")) >= 3, 60)
+            async with aiohttp.ClientSession() as session:
+                source = PrometheusSource(
+                    session,
+                    prometheus.url,
+                    [Selector.parse("pool=a")],
+                    None,
+                    5.0,
+                    settings.group_by,
+                    alert_max_age=60.0,
+                )
+                # Act
+                readings = await source.read()
+        finally:
+            prometheus.stop()
+            for exporter in exporters:
+                exporter.terminate()
+                exporter.wait(timeout=30)
+            await fleet.close()
+        decided = plan(readings, PolicyState(), settings, time.monotonic())
+        # Assert
+        assert {d.worker: d.verdict for d in decided.decisions} == {
+            shared: Verdict.CONFLICTING,
+            own: Verdict.MIN_WORKERS,
+        }
+
     async def test_prometheus_unsupported_worker_read_fresh(self, tmp_path: Path, scripted) -> None:
         """Given a worker that predates the idle RPC (it answers UNIMPLEMENTED) beside
         an idle one, both scraped through the exporter by a real Prometheus, when the

@@ -116,6 +116,27 @@ class TestParseExposition:
         assert [d.verdict for d in grouped.decisions] == [Verdict.CONFLICTING]
         assert [d.verdict for d in plain.decisions] == [Verdict.STOP]
 
+    def test_parse_exposition_worker_in_another_group_outside_the_selectors_conflicts(
+        self,
+    ) -> None:
+        """Given a worker named in pool a and, by other series (another job or
+        exporter), in pool b, when parsed with --selector pool=a and group-by pool,
+        then it is conflicting: never stopped for pool a while pool b may need it (the
+        selector hid pool b's series, and it was stopped)."""
+        # Arrange
+        series = ("wool_worker_idle_seconds", "wool_worker_up", "wool_worker_idle_supported")
+        text = "".join(
+            f'{name}{{worker="a:1",pool="{pool}"}} {value}\n'
+            for pool in ("a", "b")
+            for name, value in zip(series, ("500", "1", "1"), strict=True)
+        )
+        settings = PolicySettings(max_idle=60.0, min_workers=0, group_by=("pool",))
+        # Act
+        readings = parse_exposition(text, [Selector.parse("pool=a")], ("pool",))
+        plan = policy.plan(readings, policy.PolicyState(), settings, 0.0)
+        # Assert
+        assert [(d.worker, d.verdict) for d in plan.decisions] == [("a:1", Verdict.CONFLICTING)]
+
     def test_parse_exposition_timestamps_give_ages(self) -> None:
         """Given text whose samples carry timestamps (from /federate or a caching
         proxy): one idle worker stamped in 2001, one stamped now, an old

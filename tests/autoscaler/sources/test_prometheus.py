@@ -20,6 +20,7 @@ from wool_idle.autoscaler.sources import (
     alert_query,
     series_query,
 )
+from wool_idle.autoscaler.sources.prometheus import groups_query
 from wool_idle.autoscaler.verdicts import Verdict
 
 
@@ -28,9 +29,20 @@ class FakePrometheus:
     ``time`` parameter of every query and every path asked."""
 
     def __init__(
-        self, values: dict, ages: dict, alerts: dict | None = None, cached: dict | None = None
+        self,
+        values: dict,
+        ages: dict,
+        alerts: dict | None = None,
+        cached: dict | None = None,
+        groups: dict | None = None,
     ) -> None:
-        self.bodies = {"values": values, "ages": ages, "alerts": alerts, "cached": cached}
+        self.bodies = {
+            "values": values,
+            "ages": ages,
+            "alerts": alerts,
+            "cached": cached,
+            "groups": groups,
+        }
         self.times: list[str | None] = []
         self.nocache: list[str | None] = []
         self.paths: list[str] = []
@@ -42,17 +54,26 @@ class FakePrometheus:
         self.nocache.append(request.query.get("nocache"))
         kind = "ages" if "timestamp(" in query else "values"
         kind = "alerts" if "ALERTS" in query else kind
+        kind = "groups" if query.startswith("count by") else kind
         if kind == "values" and self.bodies["cached"] and request.query.get("nocache") != "1":
             kind = "cached"
         return web.json_response(self.bodies[kind])
 
-    async def read(self, aiohttp_server, alert: str | None = None) -> list[Reading]:
+    async def read(
+        self,
+        aiohttp_server,
+        alert: str | None = None,
+        selectors: tuple[Selector, ...] = (),
+        group_by: tuple[str, ...] = (),
+    ) -> list[Reading]:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.answer)
         server = await aiohttp_server(app)
         async with aiohttp.ClientSession() as session:
             base = str(server.make_url("/"))
-            source = PrometheusSource(session, base, [], alert, 2.0, alert_max_age=60.0)
+            source = PrometheusSource(
+                session, base, selectors, alert, 2.0, group_by, alert_max_age=60.0
+            )
             return await source.read()
 
 
@@ -119,6 +140,36 @@ class TestQueriesInPromtool:
                             'worker="now:1"}',
                             "value": 0,
                         }
+                    ],
+                }
+            ],
+        )
+        assert failed == ""
+
+    def test_groups_query_lists_every_group_of_a_worker(self, tmp_path: Path) -> None:
+        """Given a worker named in pool a by one job and in pool b by another, and a
+        worker only in pool a, when promtool evaluates the groups query for group-by
+        pool, then the first has both groups and the second one (the jobs' label is
+        left out: two jobs naming a worker in one pool are one group)."""
+        failed = promtool_test(
+            tmp_path,
+            [
+                {
+                    "series": 'wool_worker_idle_seconds{worker="a:1",pool="a",job="x"}',
+                    "values": "5x10",
+                },
+                {"series": 'wool_worker_up{worker="a:1",pool="b",job="y"}', "values": "1x10"},
+                {"series": 'wool_worker_up{worker="b:1",pool="a",job="x"}', "values": "1x10"},
+                {"series": 'wool_worker_up{worker="b:1",pool="a",job="y"}', "values": "1x10"},
+            ],
+            [
+                {
+                    "expr": groups_query(("pool",)),
+                    "eval_time": "5m",
+                    "exp_samples": [
+                        {"labels": '{worker="a:1",pool="a"}', "value": 1},
+                        {"labels": '{worker="a:1",pool="b"}', "value": 1},
+                        {"labels": '{worker="b:1",pool="a"}', "value": 2},
                     ],
                 }
             ],
@@ -283,6 +334,30 @@ class TestPrometheusSource:
         # Assert
         assert [d.worker for d in plan.stops] == ["a:1"]
         assert {d.worker: d.verdict for d in plan.decisions}["b:1"] is Verdict.STALE
+
+    async def test_read_worker_in_another_group_outside_the_selectors_conflicts(
+        self, aiohttp_server
+    ) -> None:
+        """Given two workers read in pool a (--selector pool=a, group-by pool), one of
+        them also in pool b by the series the selector leaves out (another job or
+        exporter naming it there), when read, then that one is conflicting and the
+        other not (the selector hid pool b's series, and it was stopped)."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500", pool="a"), *healthy("b:1", "500", pool="a")),
+            vector(({"worker": "a:1"}, "1"), ({"worker": "b:1"}, "1")),
+            groups=vector(
+                ({"worker": "a:1", "pool": "a"}, "3"),
+                ({"worker": "a:1", "pool": "b"}, "3"),
+                ({"worker": "b:1", "pool": "a"}, "3"),
+            ),
+        )
+        # Act
+        readings = await prometheus.read(
+            aiohttp_server, selectors=(Selector.parse("pool=a"),), group_by=("pool",)
+        )
+        # Assert
+        assert [(r.worker, r.conflicting) for r in readings] == [("a:1", True), ("b:1", False)]
 
     async def test_read_alert_gate(self, aiohttp_server) -> None:
         """Given the ALERTS series firing for one of two idle workers, when read with

@@ -61,7 +61,9 @@ def parse_exposition(
     No sample is younger than ``age``, the answer's own (``answer_age``: a cache
     serving text it has held, timestamps or not, serves it that old).
     A worker with no idle sample takes the age of its ``idle_supported`` one.
-    Each reading's group is the values of its series' ``group_by`` labels. Only
+    Each reading's group is the values of its series' ``group_by`` labels, the
+    series ``selectors`` leave out included: a worker they read in one group and
+    other series name in another is conflicting. Only
     samples named as their family count: a summary's or histogram's ``_count``,
     ``_sum`` and ``_bucket`` (series of other names in Prometheus) are no value.
     A line longer than ``MAX_LINE`` is a ``SourceError``.
@@ -84,14 +86,16 @@ def parse_exposition(
                     continue
                 labels = sample.labels
                 worker = labels.get(WORKER_LABEL)
-                if worker is None or (selectors and not all(s.matches(labels) for s in selectors)):
+                if worker is None:
+                    continue
+                if group_by:  # the selectors left out: in another group too, conflicting
+                    place(worker, labels)
+                if selectors and not all(s.matches(labels) for s in selectors):
                     continue
                 add(values, worker, sample.value)
                 if sample.timestamp is not None and ages is not None:
                     since = age_since(float(sample.timestamp), now)
                     keep_oldest(ages, worker, None if since is None else max(since, age))
-                if group_by:
-                    place(worker, labels)
                 if pushed is not None and sample.timestamp is None:
                     pushed.note(worker, labels)
     except Exception as error:  # the parser raises several types on bad input

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from wool_idle.autoscaler.policy import Reading
@@ -55,6 +56,21 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
             raise SourceError(_NO_WORKER)
         keep_oldest(samples.ages, worker, _number(value))
     return samples.readings(default_age=math.inf)
+
+
+def with_other_groups(readings: list[Reading], body: Any, group_by: Sequence[str]) -> list[Reading]:
+    """``readings``, each of a worker with series in another group than its reading's
+    (or in none) in the body of ``groups_query`` made ``conflicting``: which pool it
+    is in is unknown. ``SourceError`` as for the values."""
+    claims: dict[str, set[tuple[str, ...]]] = {}
+    for labels, _ in _samples(body):
+        group = tuple(labels.get(name, "") for name in group_by)
+        if not all(type(value) is str for value in group):
+            raise SourceError(f"a non-string value for a label of {', '.join(group_by)}")
+        claims.setdefault(_worker(labels), set()).add(group)
+    return [
+        replace(r, conflicting=True) if claims.get(r.worker) != {r.group} else r for r in readings
+    ]
 
 
 def evaluation_time(body: Any) -> float | None:

@@ -1,13 +1,16 @@
 """Reading a Prometheus server's HTTP API, every query at one pinned time.
 
-Up to three instant queries, all evaluated at the same time: the policy's
+Up to four instant queries, all evaluated at the same time: the policy's
 series; the age of each idle sample, or of an ``idle_supported`` 0 sample where
 there is no idle one (evaluation time minus sample time), of a worker whose last
-``up`` sample is 1; and, when an alert gates retirement, the age of that alert's
-``ALERTS`` series in state firing, no older than ``alert_max_age``. (Prometheus
+``up`` sample is 1; when an alert gates retirement, the age of that alert's
+``ALERTS`` series in state firing, no older than ``alert_max_age`` (Prometheus
 writes no staleness marker for a rule when it crashes or a rule is removed, so
 an old ``ALERTS`` sample would be read as firing for the five minutes of its
-lookback.)
+lookback); and, with selectors and ``group_by``, the groups of every worker's
+policy series, the selectors left out (``groups_query``): a worker the
+selectors read in one pool and another job or exporter names in another is
+``conflicting``, never stopped for the one pool while the other needs it.
 ``/api/v1/alerts`` is not used: it has no time parameter, so it could describe
 another instant than the values. A worker missing from the age result has an
 unknown age, which is stale.
@@ -40,6 +43,7 @@ from wool_idle.autoscaler.sources.instant_vector import (
     evaluation_time,
     parse_alert_response,
     parse_query_responses,
+    with_other_groups,
 )
 from wool_idle.autoscaler.sources.selector import Selector, promql_string
 from wool_idle.autoscaler.sources.source import (
@@ -49,7 +53,7 @@ from wool_idle.autoscaler.sources.source import (
     WrongPage,
     fetch,
 )
-from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
 
 WRONG_PAGE: Final = "--prometheus-url is the server's base URL, such as http://prometheus:9090"
 """Said with a 404 or an HTML page from the query API: the URL names another page."""
@@ -85,6 +89,15 @@ def age_query(selectors: Sequence[Selector]) -> str:
         f" or (time() - timestamp({supported}) and {supported} == 0))"
         f" and {UP}{{{matchers}}} == 1"
     )
+
+
+def groups_query(group_by: Sequence[str]) -> str:
+    """PromQL for the groups (the values of ``group_by``) of every worker's policy
+    series, the selectors left out: a worker the selectors read in one group may have
+    series in another (two jobs or exporters naming it in two pools), which a read of
+    the selected series alone would never see."""
+    labels = ", ".join(dict.fromkeys([WORKER_LABEL, *group_by]))
+    return f'count by ({labels}) ({{__name__=~"{IDLE_SECONDS}|{UP}|{IDLE_SUPPORTED}"}})'
 
 
 def alert_query(alert: str, max_age: float) -> str:
@@ -145,6 +158,9 @@ class PrometheusSource:
         queries = [age_query(self.selectors)]
         if self.alert is not None:
             queries.append(alert_query(self.alert, self.alert_max_age))
+        claimed = bool(self.selectors and self.group_by)  # groups outside the selection
+        if claimed:
+            queries.append(groups_query(self.group_by))
         pinned = repr(at)
         bodies = await asyncio.gather(
             *(
@@ -159,6 +175,10 @@ class PrometheusSource:
             )
         )
         readings = await asyncio.to_thread(parse_query_responses, values, bodies[0], self.group_by)
+        if claimed:
+            readings = await asyncio.to_thread(
+                with_other_groups, readings, bodies[-1], self.group_by
+            )
         if self.alert is None:
             return readings
         firing = parse_alert_response(bodies[1])
