@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 
@@ -76,6 +77,22 @@ class TestFormatters:
         assert all(line.startswith("  ") for line in lines[1:])
         assert any("decision" in line for line in lines[1:])
 
+    def test_json_line_non_finite_number_is_null(self) -> None:
+        """Given extra fields holding NaN and the infinities (the idle time a hostile
+        worker confirmed), when formatted as JSON, then the line is JSON that a strict
+        parser reads (``json.dumps`` writes them as ``NaN``, ``Infinity``, which are
+        not), each of them null, and a finite number as it is."""
+        # Arrange
+        entry = record()
+        entry.confirmed_idle, entry.high, entry.low = math.nan, math.inf, -math.inf
+        entry.source_idle = 600.5
+        # Act
+        line = JsonFormatter().format(entry)
+        # Assert
+        fields = json.loads(line, parse_constant=_refuse)
+        assert [fields[k] for k in ("confirmed_idle", "high", "low")] == [None, None, None]
+        assert fields["source_idle"] == 600.5
+
     @pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()])
     def test_both_formats_share_the_timestamp(self, formatter: logging.Formatter) -> None:
         """Given a record, then text and JSON carry the same ISO 8601 timestamp."""
@@ -84,6 +101,11 @@ class TestFormatters:
         # Assert
         stamp = json.loads(line)["time"] if line.startswith("{") else line.split()[0]
         assert re.fullmatch(ISO_UTC, stamp) and stamp == "2023-11-14T22:13:20.250Z"
+
+
+def _refuse(constant: str) -> None:
+    """A strict JSON parser's answer to ``NaN`` or ``Infinity``: they are not JSON."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 class Collected(logging.Handler):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -102,8 +103,18 @@ def _field_value(value: object) -> str:
     return json.dumps(text)
 
 
+def json_number(value: object) -> object:
+    """``value``, or None for a float that is not finite: ``json.dumps`` writes NaN and
+    the infinities as ``NaN`` and ``Infinity``, which are not JSON (a strict parser, a
+    log shipper's, refuses the whole line)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, and any ``extra`` fields."""
+    """One JSON object per line: time, level, logger, message, and any ``extra`` fields
+    (a float among them that is not finite as null: ``json_number``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -112,7 +123,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update(extra_fields(record))
+        entry.update((k, json_number(v)) for k, v in extra_fields(record).items())
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 import pytest
 
@@ -118,6 +119,19 @@ class TestRecord:
                 "group": {},
             },
         ]
+
+    def test_fields_non_finite_idle_is_null(self) -> None:
+        """Given a record of a worker that confirmed NaN (a hostile or broken worker:
+        refused_busy), then /decisions serves its confirmed idle time as null: the body
+        stays JSON (``NaN`` is not, and no strict parser reads it)."""
+        # Arrange
+        refused = Record(
+            1700000000.0, "a:1", 600.5, Verdict.STOP, math.nan, StopResult.REFUSED_BUSY
+        )
+        # Act
+        body = json.dumps(refused.fields(), allow_nan=False)
+        # Assert
+        assert json.loads(body)["confirmed_idle"] is None
 
     def test_fields_carry_the_group(self) -> None:
         """Given a record of a grouped worker, then /decisions serves its group labels

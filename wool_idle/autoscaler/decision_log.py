@@ -18,6 +18,7 @@ from typing import Final
 
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.logs import json_number
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -66,13 +67,14 @@ class Record:
         )
 
     def fields(self) -> dict[str, object]:
-        """The record as JSON-ready fields, as ``/decisions`` serves it."""
+        """The record as JSON-ready fields, as ``/decisions`` serves it: an idle time
+        that is not finite (a worker may confirm NaN) as null (``json_number``)."""
         return {
             "time": self.time,
             "worker": self.worker,
-            "source_idle": self.source_idle,
+            "source_idle": json_number(self.source_idle),
             "verdict": self.verdict.value,
-            "confirmed_idle": self.confirmed_idle,
+            "confirmed_idle": json_number(self.confirmed_idle),
             "result": None if self.result is None else self.result.value,
             "group": dict(self.group),
         }
