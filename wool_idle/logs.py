@@ -68,7 +68,7 @@ class TextFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         fields = "".join(f" {k}={_field_value(v)}" for k, v in extra_fields(record).items())
-        return _printable(super().formatMessage(record)) + fields
+        return printable(super().formatMessage(record)) + fields
 
     def formatException(self, ei: Any) -> str:
         """The traceback, each line indented and escaped: none reads as a log line."""
@@ -81,9 +81,10 @@ class TextFormatter(logging.Formatter):
 _QUOTED_IF: Final = frozenset(' "\\')
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """``text`` with each character that is not printable (a line break of any kind,
-    a control character) as its JSON escape (``\\n``, ``\\u2028``)."""
+    a control character, a terminal's escape) as its JSON escape (``\\n``,
+    ``\\u2028``, ``\\u001b``): one line that cannot drive a terminal."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
@@ -91,7 +92,7 @@ def _printable(text: str) -> str:
 
 def _indented(text: str) -> str:
     """Each line of ``text`` made printable and indented two spaces."""
-    return "\n".join("  " + _printable(line) for line in text.split("\n"))
+    return "\n".join("  " + printable(line) for line in text.split("\n"))
 
 
 def _field_value(value: object) -> str:

@@ -21,7 +21,8 @@ from wool_idle.proto import SERVICE, IdleTime, StopRequest, Void
 class ScriptedWorker:
     """Answers ``idle`` with ``seconds`` (or aborts with ``code``); answers ``stop``
     after ``stop_delay`` seconds (a drain), or then aborts with ``code``, else
-    ``stop_code``; records calls, and how each stop call ended."""
+    ``stop_code``; an abort says ``details`` (default: ``scripted <CODE>``); records
+    calls, and how each stop call ended."""
 
     seconds: float = 0.0
     code: grpc.StatusCode | None = None
@@ -31,6 +32,7 @@ class ScriptedWorker:
     hang: bool = False
     delay: float = 0.0
     reply: bytes | None = None
+    details: str | None = None
     idle_calls: int = 0
     peers: list[str] = field(default_factory=list)
     deadlines: list[float | None] = field(default_factory=list)
@@ -48,7 +50,7 @@ class ScriptedWorker:
             await asyncio.Event().wait()
         await asyncio.sleep(self.delay)
         if self.code is not None:
-            await context.abort(self.code, f"scripted {self.code.name}")
+            await context.abort(self.code, self.details or f"scripted {self.code.name}")
         if self.reply is not None:
             return self.reply
         return IdleTime(seconds=self.seconds)
@@ -63,7 +65,7 @@ class ScriptedWorker:
         self.stops_answered += 1
         code = self.code or self.stop_code
         if code is not None:
-            await context.abort(code, f"scripted {code.name}")
+            await context.abort(code, self.details or f"scripted {code.name}")
         return Void()
 
     async def start(self, listen: str = "127.0.0.1:0") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 
+import grpc
 import pytest
 from support.processes import run_cli
 from support.raw import RawWorker
@@ -55,6 +56,32 @@ class TestIdleCliInvalidValue:
         assert (result.returncode, result.stdout) == (5, "")
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert f"no idle value ({seconds!r}" in result.stderr
+
+
+class TestClientCliErrorDetails:
+    @pytest.mark.parametrize("command", ["idle", "stop"])
+    async def test_report_worker_details_cannot_drive_the_terminal_or_forge_a_line(
+        self, command: str
+    ) -> None:
+        """Given a worker failing the call with a status message holding terminal escape
+        sequences (clear the screen, a window title), a carriage return and a line
+        break followed by a forged line, when `wool-idle idle` or `stop` calls it, then
+        stderr is one line in which those characters are escaped (``\\u001b``): a
+        worker cannot write to the operator's terminal or forge what it says."""
+        # Arrange
+        forged = "\x1b[2J\x1b]0;owned\x07ok\r\nwool-idle: stopped, all good\u2028"
+        worker = ScriptedWorker(code=grpc.StatusCode.INTERNAL, details=forged)
+        address = await worker.start()
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, [command, address])
+        finally:
+            await worker.close()
+        # Assert
+        assert result.returncode == 5
+        assert result.stderr.endswith("\n") and result.stderr[:-1].isprintable(), result.stderr
+        escaped = "INTERNAL: \\u001b[2J\\u001b]0;owned\\u0007ok\\r\\nwool-idle: stopped"
+        assert escaped in result.stderr
 
 
 class TestStopCliUnconditionalWorker:

@@ -18,6 +18,7 @@ from wool_idle.cli.tls_flags import add_client_tls_flags, client_tls
 from wool_idle.cli.values import ADDRESS, DURATION, GRACE, POSITIVE_DURATION
 from wool_idle.contract import DEFAULT_GRACE, stop_deadline, valid_idle
 from wool_idle.exceptions import IdleUnavailable, RpcError, StopRefused, TransientRpcError
+from wool_idle.logs import printable
 from wool_idle.worker.connection import WorkerConnection
 
 IDLE_TIMEOUT: Final = 5.0
@@ -163,7 +164,9 @@ def _unconditional(seconds: float, if_idle_for: float, grace: float) -> str | No
 
 
 def _report(error: Exception) -> int:
-    print(f"wool-idle: {error}", file=sys.stderr)
+    """Say ``error`` on stderr, as one line (the worker's own message in it may hold line
+    breaks or a terminal's escapes), and return its exit status."""
+    print(f"wool-idle: {printable(str(error))}", file=sys.stderr)
     if isinstance(error, IdleUnavailable | StopRefused):
         return EXIT_UNSUPPORTED
     if isinstance(error, TransientRpcError):
