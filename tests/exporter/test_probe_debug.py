@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -79,6 +80,28 @@ class TestDebugProbe:
         samples = [s for f in text_string_to_metric_families(metrics) for s in f.samples]
         assert [s.value for s in samples if s.name == "wool_worker_up"] == [0.0]
         assert [s for s in samples if s.name == "wool_worker_idle_seconds"] == []
+
+    async def test_debug_probe_target_cannot_forge_a_fact(self, exporter) -> None:
+        """Given a target whose address holds blanks, quotes and ``key=value`` text (a
+        Unix socket path may: a wool discovery record any local user can publish, linked
+        from the landing page), when probed with debug, then each line's target is one
+        quoted value (logfmt) holding the address, and no line carries a second ``msg``
+        or a forged ``idle_seconds``."""
+        # Arrange
+        address = 'unix:/tmp/no x" msg="Probe succeeded" idle_seconds=9999 a="'
+        client = await exporter([], timeout=1.0)
+        # Act
+        response = await client.get("/probe", params={"target": address, "debug": "true"})
+        logs = (await response.text()).split("\n\n\n")[0].splitlines()[1:]
+        # Assert
+        assert response.status == 200 and logs
+        for line in logs:
+            pairs = re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s"]+)(?: |$)', line)
+            assert " ".join(f"{k}={v}" for k, v in pairs) == line
+            keys = [key for key, _ in pairs]
+            assert keys[:3] == ["ts", "target", "msg"] and len(keys) == len(set(keys))
+            assert json.loads(pairs[1][1]) == address
+            assert "idle_seconds" not in keys
 
     async def test_probe_debug_other_values_are_plain(self, exporter) -> None:
         """Given debug=false (only `true` turns it on, as in blackbox_exporter), then the

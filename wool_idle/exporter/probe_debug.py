@@ -9,8 +9,10 @@ very one ``/probe`` makes, through the same prober and connection cache.
 from __future__ import annotations
 
 import datetime
+import json
 import time
 from dataclasses import dataclass, field
+from typing import Final
 
 from aiohttp import web
 from prometheus_client.exposition import generate_latest
@@ -32,14 +34,24 @@ class _Steps:
         now = datetime.datetime.now(datetime.UTC)
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
         text = " ".join(f"{name}={_value(value)}" for name, value in facts.items())
-        self.lines.append(f'ts={stamp} target={self.target} msg="{message}" {text}'.rstrip())
+        target = _value(self.target)
+        self.lines.append(f'ts={stamp} target={target} msg="{message}" {text}'.rstrip())
+
+
+_QUOTED_IF: Final = frozenset(' ="\\')
 
 
 def _value(value: object) -> str:
+    """``value`` as a logfmt value: a float with 6 decimals; text as it is, or quoted as
+    a JSON string when empty or holding a blank, ``=``, a quote, a backslash or a
+    character that is not printable (a target's Unix socket path may hold
+    ``" msg="Probe succeeded``, which would read as facts of the line)."""
     if isinstance(value, float):
         return f"{value:.6f}"
     text = str(value)
-    return f'"{text}"' if " " in text or not text else text
+    if text and text.isprintable() and _QUOTED_IF.isdisjoint(text):
+        return text
+    return json.dumps(text)
 
 
 async def debug_probe(
