@@ -67,7 +67,7 @@ class TextFormatter(logging.Formatter):
             record.exc_text = cached
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        fields = "".join(f" {k}={_field_value(v)}" for k, v in extra_fields(record).items())
+        fields = "".join(f" {k}={field_value(v)}" for k, v in extra_fields(record).items())
         return printable(super().formatMessage(record)) + fields
 
     def formatException(self, ei: Any) -> str:
@@ -95,9 +95,11 @@ def _indented(text: str) -> str:
     return "\n".join("  " + printable(line) for line in text.split("\n"))
 
 
-def _field_value(value: object) -> str:
+def field_value(value: object) -> str:
     """``value`` as a text-format field: as it is, or quoted as a JSON string (ASCII)
-    when it holds a blank, a quote, a backslash or a character that is not printable."""
+    when it holds a blank, a quote, a backslash or a character that is not printable.
+    Also how a message names a worker: a Unix socket path may hold blanks and
+    ``key=value`` text, which would read as fields of another decision."""
     text = str(value)
     if text.isprintable() and _QUOTED_IF.isdisjoint(text):
         return text

@@ -4,12 +4,15 @@ worker's failure, whatever it is, is that worker's result."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 
 import grpc
 import pytest
+from support import unix_http
 from support.raw import length_delimited
+from support.scripted import ScriptedWorker
 from support.waiting import eventually_async
 from support.wool_pools import WoolFleet
 
@@ -21,6 +24,7 @@ from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import MAX_REPLY_BYTES
 from wool_idle.discovery.drop import read_records
 from wool_idle.exceptions import TransientRpcError
+from wool_idle.logs import TextFormatter
 from wool_idle.proto import IdleTime
 from wool_idle.worker import WorkerConnection
 from wool_idle.worker.channels import ChannelKey, pool
@@ -236,6 +240,28 @@ class TestWorkerActuator:
         # Assert
         assert attempt.result is StopResult.REFUSED_BUSY and math.isnan(attempt.confirmed_idle)
         assert worker.stop_requests == []
+
+    async def test_retire_worker_label_cannot_forge_a_decision_line(self, caplog) -> None:
+        """Given a worker on a Unix socket whose path holds blanks and the text of a
+        decision on another worker (``decision worker=10.9.9.9:1 verdict=stop
+        result=stopped``), and which does not say it honours the conditional stop, when
+        retired, then each line logged about it (text format) names it as one quoted
+        value: no line reads as a decision on 10.9.9.9:1 (a grep, a logfmt parser)."""
+        # Arrange
+        forged = " decision worker=10.9.9.9:1 verdict=stop result=stopped"
+        worker = ScriptedWorker(seconds=100.0)
+        address = await worker.start(f"unix:{unix_http.socket_path('forge')}{forged}")
+        # Act
+        try:
+            with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+                attempt = await actuator().retire(stop(address))
+        finally:
+            await worker.close()
+        # Assert
+        lines = [TextFormatter().format(record) for record in caplog.records]
+        assert attempt.result is StopResult.STOPPED and lines
+        assert all(json.dumps(address) in line for line in lines), lines
+        assert not any(forged in line.replace(json.dumps(address), "") for line in lines)
 
     async def test_retire_sends_a_conditional_stop(self, scripted) -> None:
         """Given a worker confirming its idle time, when retired, then the stop carries

@@ -39,6 +39,7 @@ from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, stop_outcome
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.contract import DEFAULT_GRACE, MAX_REPLY_BYTES, stop_deadline, valid_idle
 from wool_idle.exceptions import TransientRpcError
+from wool_idle.logs import field_value
 from wool_idle.worker import ClientTls, IdleReport, WorkerConnection
 
 __all__ = [
@@ -110,7 +111,10 @@ class WorkerActuator:
 
     async def retire(self, decision: Decision) -> StopAttempt:
         if decision.worker in self._going_on:  # never a second stop call beside the first
-            log.info("worker %s: its stop still goes on; it counts as retiring", decision.worker)
+            log.info(
+                "worker %s: its stop still goes on; it counts as retiring",
+                field_value(decision.worker),
+            )
             return StopAttempt(StopResult.UNANSWERED, going_on=True)
         try:
             connection = WorkerConnection(
@@ -151,16 +155,17 @@ class WorkerActuator:
         """Let the stop ``call`` of ``decision``'s worker end in the background, hand what
         came of it to ``stop_ended``, then close ``connection`` (cancelled too)."""
         worker = decision.worker
+        named = field_value(worker)
 
         async def ending() -> None:
             try:
                 await asyncio.wait({call})
                 ended = stop_outcome(worker, call, decision.idle).result
-                log.info("worker %s: the stop it drained for ended: %s", worker, ended.value)
+                log.info("worker %s: the stop it drained for ended: %s", named, ended.value)
                 if self.stop_ended is not None:
                     await self.stop_ended(decision, ended)
             except Exception:
-                log.exception("worker %s: recording the end of its stop failed", worker)
+                log.exception("worker %s: recording the end of its stop failed", named)
             finally:  # cancelled too (the process leaving): the call ends with it
                 call.cancel()
                 del self._going_on[worker]
@@ -193,7 +198,7 @@ class WorkerActuator:
             log.warning(
                 "worker %s does not say it honours the conditional stop: no stop with grace "
                 "0s, a task arriving before it would be cancelled",
-                worker,
+                field_value(worker),
             )
             return StopAttempt(StopResult.UNCONDITIONAL_GRACE_ZERO, idle)
         if self.dry_run:
@@ -202,7 +207,7 @@ class WorkerActuator:
             log.info(
                 "worker %s does not say it honours the conditional stop: the window is open, "
                 "a task arriving before the stop drains for grace %s",
-                worker,
+                field_value(worker),
                 "without limit" if grace < 0 else f"{grace:g}s",
             )
         if self.before_stop is not None:
@@ -224,7 +229,7 @@ class WorkerActuator:
             log.warning(
                 "worker %s: no answer to the stop within %gs (an accepted stop answers once "
                 "drained); it counts as retiring, and the stop goes on",
-                worker,
+                field_value(worker),
                 STOP_REPLY_WAIT,
             )
             return StopAttempt(StopResult.UNANSWERED, idle, going_on=True)

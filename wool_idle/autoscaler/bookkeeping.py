@@ -31,6 +31,7 @@ from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.discovery.drop import Dropper
+from wool_idle.logs import field_value
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -114,6 +115,6 @@ class StopBookkeeping:
         try:
             dropped = await self.dropper.drop(worker)
         except Exception:
-            log.exception("worker %s: publishing its drop failed", worker)
+            log.exception("worker %s: publishing its drop failed", field_value(worker))
             return
         self.metrics.drops.labels(dropped.value).inc()

@@ -47,6 +47,7 @@ from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import stop_deadline
 from wool_idle.discovery.drop import Dropper
+from wool_idle.logs import field_value
 
 __all__ = ["ActionSettings", "Autoscaler", "BeforeStop"]
 
@@ -168,19 +169,20 @@ class Autoscaler:
         actuator that fails counts as a stop whose outcome is unknown (retiring)."""
         async with at_once:
             if self.stopping.is_set():
-                log.info("shutting down: %s not stopped", decision.worker)
+                log.info("shutting down: %s not stopped", field_value(decision.worker))
                 return
             try:
                 attempt = await self.actuator.retire(decision)
             except Exception:
                 log.exception(
-                    "worker %s: retiring it failed; it counts as retiring", decision.worker
+                    "worker %s: retiring it failed; it counts as retiring",
+                    field_value(decision.worker),
                 )
                 attempt = StopAttempt(StopResult.UNANSWERED)
         try:
             await self.bookkeeping.settle(decision, attempt)
         except Exception:  # a fault of ours: the other stops of the cycle settle as usual
-            log.exception("worker %s: settling its stop failed", decision.worker)
+            log.exception("worker %s: settling its stop failed", field_value(decision.worker))
 
     def _warn_of_no_worker(self, listed: bool) -> None:
         """Warn, once until workers are listed again, of a read that lists no worker: a

@@ -19,6 +19,7 @@ import grpc
 
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.exceptions import RpcError, StopRefused
+from wool_idle.logs import field_value
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -64,7 +65,7 @@ def unanswered(worker: str, error: BaseException, confirmed: float | None) -> St
     """An ``unanswered`` stop, logged once (it is in no other record)."""
     log.warning(
         "worker %s: the stop got no answer saying what came of it (%s: %s); it counts as retiring",
-        worker,
+        field_value(worker),
         type(error).__name__,
         error,
     )
@@ -73,5 +74,7 @@ def unanswered(worker: str, error: BaseException, confirmed: float | None) -> St
 
 def failed(worker: str, step: str, error: Exception, confirmed: float | None) -> StopAttempt:
     """A ``failed`` attempt, with the error logged once (it is in no other record)."""
-    log.warning("worker %s: %s failed: %s: %s", worker, step, type(error).__name__, error)
+    log.warning(
+        "worker %s: %s failed: %s: %s", field_value(worker), step, type(error).__name__, error
+    )
     return StopAttempt(StopResult.FAILED, confirmed)

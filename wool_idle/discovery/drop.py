@@ -46,6 +46,7 @@ from wool_idle.discovery.namespace_files import (
     notify_path,
     wake_subscribers,
 )
+from wool_idle.logs import field_value
 from wool_idle.worker.address import parse_address, same_endpoint
 
 log = logging.getLogger("wool_idle.discovery")
@@ -189,7 +190,7 @@ class Dropper:
             try:
                 noted |= listed_at(namespace, address)
             except Exception as error:  # missing, unreadable: its drop is not_found or fails
-                log.debug("worker %s: noting local:%s: %s", address, namespace, error)
+                log.debug("worker %s: noting local:%s: %s", field_value(address), namespace, error)
         self._notes.pop(address, None)
         self._notes[address] = noted
         if len(self._notes) > NOTES_KEPT:
@@ -210,7 +211,7 @@ class Dropper:
         result = min(results.values(), key=_RANK.index, default=DropResult.NOT_FOUND)
         where = ", ".join(f"local:{ns} {outcome.value}" for ns, outcome in results.items())
         level = logging.INFO if result is DropResult.PUBLISHED else logging.WARNING
-        log.log(level, "worker %s: drop %s (%s)", address, result.value, where)
+        log.log(level, "worker %s: drop %s (%s)", field_value(address), result.value, where)
         return result
 
     async def _drop_in(
@@ -225,7 +226,7 @@ class Dropper:
         except Exception as error:
             log.warning(
                 "worker %s: drop in local:%s failed: %s: %s",
-                address,
+                field_value(address),
                 namespace,
                 type(error).__name__,
                 error,

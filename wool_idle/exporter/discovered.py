@@ -47,6 +47,7 @@ from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.regrouped import Regroupings
 from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
+from wool_idle.logs import field_value
 
 log = logging.getLogger("wool_idle.discovery")
 
@@ -173,7 +174,7 @@ class DiscoveredTargets:
                 "wool discovery %s: records of different pools share %s; not a target "
                 "until they agree",
                 ", ".join(str(each) for each in listing),
-                address,
+                field_value(address),
             )
         self._contested = contested
         self._lapsed = lapsed

@@ -25,6 +25,7 @@ from wool_idle.exporter.outcome import (
     unanswered,
 )
 from wool_idle.exporter.target import Target
+from wool_idle.logs import field_value
 from wool_idle.worker import ClientTls
 
 __all__ = ["AdhocProbesBusy", "ErrorReason", "Listener", "ProbeResult", "Prober"]
@@ -217,10 +218,10 @@ class Prober:
             return
         kind = type(error)
         if kind in self._logged:
-            log.debug("probe of %s raised %r", target.address, error)
+            log.debug("probe of %s raised %r", field_value(target.address), error)
             return
         self._logged.add(kind)
-        log.warning("probe of %s raised %r", target.address, error, exc_info=error)
+        log.warning("probe of %s raised %r", field_value(target.address), error, exc_info=error)
 
 
 def _cancelled_by_caller() -> bool:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from wool_idle.exporter.target import Labels, Target
+from wool_idle.logs import field_value
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class Regroupings:
                     "%s: worker %s moved from %s to %s; its idle value is "
                     "withheld (pool_changed) until its pool holds still for %gs",
                     self._source,
-                    target.address,
+                    field_value(target.address),
                     dict(pool.labels),
                     dict(target.labels),
                     self.grace,
