@@ -263,6 +263,27 @@ class TestWorkerActuator:
         assert all(json.dumps(address) in line for line in lines), lines
         assert not any(forged in line.replace(json.dumps(address), "") for line in lines)
 
+    async def test_retire_long_error_details_cannot_split_into_a_forged_line(
+        self, scripted, caplog
+    ) -> None:
+        """Given a worker failing the idle RPC with a status message of thousands of
+        control characters then a decision on another worker (gRPC takes up to 16 KiB
+        of them; each is escaped as six characters, so the line grew past the 16 KiB
+        at which Docker and the CRI split a line, its end read as a line of its own),
+        when retired, then the line logged (text format) keeps the start of the
+        message only, and the forged decision is not in it."""
+        # Arrange
+        forged = "2026-01-01T00:00:00.000Z INFO wool_idle.autoscaler: decision worker=10.9.9.9:1"
+        worker = await scripted(code=grpc.StatusCode.INTERNAL, details="\x01" * 2600 + forged)
+        # Act
+        with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+            attempt = await actuator().retire(stop(worker.address))
+        # Assert
+        (line,) = [TextFormatter().format(record) for record in caplog.records]
+        assert attempt.result is StopResult.FAILED and "\\u0001" in line
+        assert forged not in line and f"({2600 + len(forged)} characters)" in line
+        assert len(line.encode()) < 8 * 1024
+
     async def test_retire_sends_a_conditional_stop(self, scripted) -> None:
         """Given a worker confirming its idle time, when retired, then the stop carries
         the grace and the condition 'idle at least max_idle'."""
