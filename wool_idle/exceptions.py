@@ -40,6 +40,8 @@ from typing import Any, Final
 
 import grpc
 
+from wool_idle.logs import bounded
+
 TRANSIENT_CODES: Final[frozenset[grpc.StatusCode]] = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -49,11 +51,6 @@ TRANSIENT_CODES: Final[frozenset[grpc.StatusCode]] = frozenset(
 )
 MALFORMED_REPLY_CODE: Final = grpc.StatusCode.INTERNAL
 """The code of a ``MalformedReply``: what gRPC itself reports for an undecodable message."""
-MAX_DETAILS: Final = 1000
-"""Characters of a status message (the worker's own text) an error keeps. gRPC takes up
-to 16 KiB of it, and escaped in a log (a control character is six characters) that made
-lines of some 32,000 characters: Docker and the CRI split a line at 16 KiB, and the rest,
-the worker's text, read as a log line of its own."""
 
 
 def safe_repr(thing: object) -> str:
@@ -177,13 +174,11 @@ def rpc_error(method: str, error: grpc.aio.AioRpcError) -> WoolError:
 
     ``UNIMPLEMENTED`` on ``idle`` is ``IdleUnavailable``; ``FAILED_PRECONDITION``
     on ``stop`` is ``StopRefused``; transient codes are ``TransientRpcError``;
-    every other code is ``RpcError``. Details over ``MAX_DETAILS`` characters are
-    cut there, their length noted.
+    every other code is ``RpcError``. Details (the worker's own text: gRPC takes up
+    to 16 KiB of it) are ``bounded``.
     """
     code = error.code()
-    details = error.details() or ""
-    if len(details) > MAX_DETAILS:
-        details = f"{details[:MAX_DETAILS]}... ({len(details)} characters)"
+    details = bounded(error.details() or "")
     if method == "idle" and code is grpc.StatusCode.UNIMPLEMENTED:
         return IdleUnavailable(f"worker does not implement idle: {details}")
     if method == "stop" and code is grpc.StatusCode.FAILED_PRECONDITION:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
+MAX_QUOTED: Final = 1000
+"""Characters of an input's text that an error or log line quotes (``bounded``)."""
 LEVELS: Final = ("debug", "info", "warning", "error")
 FORMATS: Final = ("text", "json")
 
@@ -93,6 +95,18 @@ def printable(text: str) -> str:
 def _indented(text: str) -> str:
     """Each line of ``text`` made printable and indented two spaces."""
     return "\n".join("  " + printable(line) for line in text.split("\n"))
+
+
+def bounded(text: str, limit: int = MAX_QUOTED) -> str:
+    """``text``, or its first ``limit`` characters and its length if longer: for text
+    quoted from an input (a worker's status message, a source's answer, a file's
+    label), so that a log line holding it, escaped (a control character as six
+    characters, a surrogate pair as twelve), stays under the 16 KiB at which Docker
+    and the CRI split a line: the rest would read as a line of its own, which the
+    input could have forged."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
 
 
 def field_value(value: object) -> str:

@@ -28,6 +28,7 @@ from wool_idle.exporter.targets import (
     TargetsFileError,
     parse_targets_document,
 )
+from wool_idle.logs import TextFormatter
 
 
 class TestParseTargetsDocument:
@@ -233,6 +234,28 @@ class TestTargetSet:
         # Assert
         assert (before, changed) == (["a:1"], True)
         assert [t.address for t in targets.all()] == ["b:2"]
+
+    def test_reload_failure_quoting_the_file_is_cut(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given a targets file with a label name of 20,000 characters ending in a forged
+        log line (a file generated from labels others chose), when read, then the
+        failure logged, served by /-/reload and kept holds the start of the name only:
+        the line was as long, past the 16 KiB at which Docker and the CRI split a line,
+        and its rest read as a line of its own."""
+        # Arrange
+        forged = "2026-01-01T00:00:00.000Z INFO wool_idle.autoscaler: decision worker=b:1"
+        path = tmp_path / "targets.json"
+        path.write_text(json.dumps([{"targets": ["a:1"], "labels": {"x" * 20_000 + forged: "v"}}]))
+        targets = TargetSet(path=str(path))
+        # Act
+        with caplog.at_level(logging.ERROR, logger="wool_idle.exporter.targets"):
+            loaded = targets.reload()
+        # Assert
+        (line,) = [TextFormatter().format(record) for record in caplog.records]
+        assert not loaded and targets.failure is not None
+        assert forged not in line and "characters)" in targets.failure
+        assert len(line.encode()) < 8 * 1024
 
     def test_reload_logs_each_distinct_failure_once(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture

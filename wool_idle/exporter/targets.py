@@ -41,6 +41,7 @@ from wool_idle.exporter.file_sd import FileSdError, Syntax, parse_groups, syntax
 from wool_idle.exporter.regrouped import REGROUP_GRACE, FileRegroupings
 from wool_idle.exporter.target import Labels, Target
 from wool_idle.files import TARGETS_FILE_LIMIT, read_regular_file
+from wool_idle.logs import bounded
 from wool_idle.worker.address import parse_address
 
 log = logging.getLogger(__name__)
@@ -208,10 +209,10 @@ class TargetSet:
             return None
         try:
             targets = parse_targets_document(data, syntax=syntax_of(self.path))
-        except TargetsFileError as error:
-            return _Read(digest, error=str(error))
+        except TargetsFileError as error:  # it may quote a label or target of any length
+            return _Read(digest, error=bounded(str(error)))
         except Exception as error:  # a parser fault on odd input: the file's failure
-            return _Read(digest, error=f"parser failed: {error!r}")
+            return _Read(digest, error=bounded(f"parser failed: {error!r}"))
         return _Read(digest, targets=tuple(targets))
 
     def _apply(self, found: _Read | None, *, force: bool) -> bool:

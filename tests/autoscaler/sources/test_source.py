@@ -32,6 +32,7 @@ from wool_idle.autoscaler.sources import (
 )
 from wool_idle.autoscaler.sources.source import answer_age, fetch
 from wool_idle.contract import valid_idle
+from wool_idle.logs import printable
 from wool_idle.worker.address import parse_address
 
 
@@ -82,6 +83,27 @@ class TestFetch:
             # Act / Assert
             with pytest.raises(SourceError):
                 await fetch(session, str(server.make_url("/")), {}, 2.0, json_body=json_body)
+
+    @pytest.mark.parametrize("kind", ["exporter", "prometheus"])
+    async def test_read_error_quoting_the_answer_is_cut(self, kind: str) -> None:
+        """Given a source redirecting to a URL of 8,000 bytes that are not UTF-8 (each
+        escaped as six characters in the text log: a line of 48,000, which Docker and
+        the CRI split at 16 KiB and journald at 48 KiB) then a forged decision, when
+        read, then the SourceError keeps the start of its text and says how long it
+        was: the forged decision is in no line logged."""
+        # Arrange
+        forged = b"2026-01-01T00:00:00.000Z INFO wool_idle.autoscaler: decision worker=10.9.9.9:1"
+        location = b"http://" + b"\xff" * 8000 + forged
+        raw = b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n"
+        async with CutAnswer(raw, end="close") as server, aiohttp.ClientSession() as session:
+            source = source_of(kind, session, server.url.removesuffix("metrics"))
+            # Act
+            with pytest.raises(SourceError) as caught:
+                await source.read()
+        # Assert
+        text = printable(str(caught.value))
+        assert forged.decode() not in text and "characters)" in text
+        assert len(text.encode()) < 16 * 1024
 
     @pytest.mark.parametrize("charset", ["punycode", "utf-16", "latin-1"])
     async def test_fetch_reads_text_as_utf8_whatever_the_charset(

@@ -32,6 +32,7 @@ from multidict import CIMultiDictProxy
 
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.body import ACCEPT_ENCODING, BodyError, read_body
+from wool_idle.logs import bounded
 
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """64 MiB: the largest body a source reads (``--source-max-bytes``). A fleet of
@@ -44,7 +45,12 @@ outside the read, by this host's clock, before it counts."""
 
 
 class SourceError(Exception):
-    """The source could not be read or answered something malformed."""
+    """The source could not be read or answered something malformed. The message is
+    ``bounded``: it may quote the answer (a redirect's ``Location`` of 8 KiB, each byte
+    that is not UTF-8 escaped as six characters in the text log)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(bounded(message))
 
 
 class WrongPage(SourceError):
