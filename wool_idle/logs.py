@@ -6,7 +6,8 @@ in the text format a character of the message that is not printable (a line
 break of any kind, a control character) is escaped (``\\n``), a traceback's
 lines are indented and escaped alike, and an ``extra`` value with a blank, a
 quote, a backslash or such a character is written as a JSON string, so a label
-value or an error a worker sent cannot forge another line or field.
+value or an error a worker sent cannot forge another line or field; a line over
+``MAX_LINE_BYTES`` is cut, so no log collector splits it into two.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from typing import Any, Final
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
 MAX_QUOTED: Final = 1000
 """Characters of an input's text that an error or log line quotes (``bounded``)."""
+MAX_LINE_BYTES: Final = 16_000
+"""The longest line of the text format, in UTF-8 bytes: under the 16 KiB at which Docker
+and the CRI split a line (journald: 48 KiB). The rest would read as a line of its own,
+and a field quoted in it (escaped, a character may take twelve) could forge that one."""
 LEVELS: Final = ("debug", "info", "warning", "error")
 FORMATS: Final = ("text", "json")
 
@@ -70,7 +75,7 @@ class TextFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         fields = "".join(f" {k}={field_value(v)}" for k, v in extra_fields(record).items())
-        return printable(super().formatMessage(record)) + fields
+        return _within_a_line(printable(super().formatMessage(record)) + fields)
 
     def formatException(self, ei: Any) -> str:
         """The traceback, each line indented and escaped: none reads as a log line."""
@@ -94,7 +99,18 @@ def printable(text: str) -> str:
 
 def _indented(text: str) -> str:
     """Each line of ``text`` made printable and indented two spaces."""
-    return "\n".join("  " + printable(line) for line in text.split("\n"))
+    return "\n".join(_within_a_line("  " + printable(line)) for line in text.split("\n"))
+
+
+def _within_a_line(line: str) -> str:
+    """``line`` (printable), or its start and its size if over ``MAX_LINE_BYTES``."""
+    if len(line) * 4 <= MAX_LINE_BYTES:  # at most 4 bytes a character: short enough
+        return line
+    data = line.encode()
+    if len(data) <= MAX_LINE_BYTES:
+        return line
+    kept = data[: MAX_LINE_BYTES - 64].decode(errors="ignore")
+    return f"{kept}... ({len(data)} bytes)"
 
 
 def bounded(text: str, limit: int = MAX_QUOTED) -> str:

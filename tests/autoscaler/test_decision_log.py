@@ -84,6 +84,24 @@ class TestWrite:
         assert line.endswith(' group.pool="x verdict=stop\\ny"')
         assert " verdict=stop " not in line
 
+    def test_write_text_line_stays_under_the_split_of_log_collectors(self, written) -> None:
+        """Given a decision whose two group values are each cut to ``MAX_FIELD``
+        characters that are not printable (private use: each escaped as twelve), the
+        second ending in a forged decision on another worker, when written as text, then
+        the line is cut under the 16 KiB at which Docker and the CRI split a line (the
+        rest read as a line of its own, the forged one) and says how long it was."""
+        # Arrange
+        forged = "2026-01-01T00:00:00.000Z INFO wool_idle.autoscaler: decision worker=b:1"
+        pool, zone = "\U000f0000" * MAX_FIELD, "\U000f0000" * (MAX_FIELD - len(forged)) + forged
+        hostile = Record(
+            1700000000.0, "c:1", 700.0, Verdict.MIN_WORKERS, group={"p": pool, "z": zone}
+        )
+        # Act
+        line = logs.TextFormatter().format(written(hostile))
+        # Assert
+        assert len(line.encode()) < 16 * 1024
+        assert forged not in line and line.endswith(" bytes)")
+
     def test_write_json_names_the_group(self, written) -> None:
         """Given the same decision, when written as JSON, then each group label is a
         key of its own holding the value as it is."""
