@@ -93,6 +93,22 @@ class TestFormatters:
         assert [fields[k] for k in ("confirmed_idle", "high", "low")] == [None, None, None]
         assert fields["source_idle"] == 600.5
 
+    def test_json_line_lone_surrogates_are_text(self) -> None:
+        """Given a message quoting a path with a byte that is not UTF-8 (a flag's path,
+        read as ``\\udcff``) and a field holding a lone surrogate, when formatted as
+        JSON, then every string of the line is Unicode text (a lone surrogate escape is
+        refused by strict parsers, a log shipper's among them), the surrogate kept as
+        the text ``\\udcff``."""
+        # Arrange
+        entry = record()
+        entry.args = ("/etc/wool-idle/\udcff.yml",)
+        entry.group = "a\ud800b"
+        # Act
+        fields = json.loads(JsonFormatter().format(entry))
+        # Assert
+        assert fields["message"] == "worker=/etc/wool-idle/\\udcff.yml"
+        assert fields["group"] == "a\\ud800b"
+
     @pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()])
     def test_both_formats_share_the_timestamp(self, formatter: logging.Formatter) -> None:
         """Given a record, then text and JSON carry the same ISO 8601 timestamp."""

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from wool_idle.contract import encodes_as_utf8
+
 QUIET_LOGGERS: Final = ("grpc", "asyncio", "aiohttp.access")
 MAX_QUOTED: Final = 1000
 """Characters of an input's text that an error or log line quotes (``bounded``)."""
@@ -145,20 +147,30 @@ def json_number(value: object) -> object:
     return value
 
 
+def _json_field(value: object) -> object:
+    """``value`` for a JSON log line: a non-finite float as null (``json_number``), a
+    string's lone surrogates (a path's bytes that are not UTF-8) as text, ``\\udcff``:
+    as JSON escapes, strict parsers refuse them."""
+    if isinstance(value, str) and not value.isascii() and not encodes_as_utf8(value):
+        return value.encode("utf-8", "backslashreplace").decode()
+    return json_number(value)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, and any ``extra`` fields
-    (a float among them that is not finite as null: ``json_number``)."""
+    (a float among them that is not finite as null, a lone surrogate as text:
+    ``_json_field``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
             "time": timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _json_field(record.getMessage()),
         }
-        entry.update((k, json_number(v)) for k, v in extra_fields(record).items())
+        entry.update((k, _json_field(v)) for k, v in extra_fields(record).items())
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = _json_field(self.formatException(record.exc_info))
         return json.dumps(entry, default=str)
 
 
