@@ -359,6 +359,25 @@ class TestPrometheusSource:
         # Assert
         assert [(r.worker, r.conflicting) for r in readings] == [("a:1", True), ("b:1", False)]
 
+    async def test_read_groups_series_without_a_worker_name_no_one(self, aiohttp_server) -> None:
+        """Given a worker read in pool a (--selector pool=a, group-by pool) and, outside
+        the selection, a policy series with no worker label (another job's, in pool b),
+        when read, then the read succeeds and the worker is not conflicting: that series
+        names no worker (it failed every read: the autoscaler stopped no one, whatever
+        the selection said)."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500", pool="a")),
+            vector(({"worker": "a:1"}, "1")),
+            groups=vector(({"worker": "a:1", "pool": "a"}, "3"), ({"pool": "b"}, "1")),
+        )
+        # Act
+        readings = await prometheus.read(
+            aiohttp_server, selectors=(Selector.parse("pool=a"),), group_by=("pool",)
+        )
+        # Assert
+        assert [(r.worker, r.conflicting) for r in readings] == [("a:1", False)]
+
     async def test_read_alert_gate(self, aiohttp_server) -> None:
         """Given the ALERTS series firing for one of two idle workers, when read with
         the alert, then only that worker is alerting."""

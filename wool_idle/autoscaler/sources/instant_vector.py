@@ -5,9 +5,9 @@ of samples with a ``metric`` object and a two-item ``value``) or a
 ``SourceError`` that says why not (for a failed query, what the body says about
 itself). A values sample needs a string ``__name__`` and, in one of the
 policy's series, a string ``worker`` label; an age sample needs a string
-``worker`` label; an alert sample without a ``worker`` label names no one. A
-sample value that is not a numeric string is no value. Pure: no I/O, nothing
-kept between calls.
+``worker`` label; an alert or groups sample without a ``worker`` label names no
+one. A sample value that is not a numeric string is no value. Pure: no I/O,
+nothing kept between calls.
 """
 
 from __future__ import annotations
@@ -61,9 +61,12 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
 def with_other_groups(readings: list[Reading], body: Any, group_by: Sequence[str]) -> list[Reading]:
     """``readings``, each of a worker with series in another group than its reading's
     (or in none) in the body of ``groups_query`` made ``conflicting``: which pool it
-    is in is unknown. ``SourceError`` as for the values."""
+    is in is unknown. A series there without a ``worker`` label (outside the
+    selection: another job's) names no one. ``SourceError`` as for the values."""
     claims: dict[str, set[tuple[str, ...]]] = {}
     for labels, _ in _samples(body):
+        if WORKER_LABEL not in labels:
+            continue
         group = tuple(labels.get(name, "") for name in group_by)
         if not all(type(value) is str for value in group):
             raise SourceError(f"a non-string value for a label of {', '.join(group_by)}")
