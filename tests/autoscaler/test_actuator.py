@@ -13,6 +13,7 @@ import pytest
 from support import unix_http
 from support.raw import length_delimited
 from support.scripted import ScriptedWorker
+from support.tasks import gated
 from support.waiting import eventually_async
 from support.wool_pools import WoolFleet
 
@@ -79,6 +80,32 @@ class TestWorkerActuator:
         # Assert
         assert attempt == expected
         assert len(worker.stop_requests) == (expected.result is StopResult.STOPPED)
+
+    async def test_retire_worker_draining_for_another_stop_is_refused_busy(
+        self, start_server, tmp_path
+    ) -> None:
+        """Given a real worker draining a task for a stop another caller sent (an
+        operator's ``wool-idle stop``, SIGTERM), which refuses idle as stopping, when
+        retired, then the result is refused_busy, as when it answered 0 while it
+        drained, not failed (counted towards WoolAutoscalerStopsFailing), and no stop
+        is sent."""
+        # Arrange
+        gate = tmp_path / "gate"
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        assert await eventually_async(lambda: len(server.service.in_flight) == 1)
+        other_stop = asyncio.ensure_future(connection.stop(30.0))
+        assert await eventually_async(server.service.stopping.is_set)
+        # Act
+        try:
+            attempt = await actuator().retire(stop(server.address))
+        finally:
+            gate.touch()
+            await asyncio.gather(running, other_stop, return_exceptions=True)
+            await connection.close()
+        # Assert
+        assert attempt.result is StopResult.REFUSED_BUSY
 
     @pytest.mark.parametrize(
         ("stop_code", "expected"),

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from wool_idle.autoscaler.policy import Decision
-from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, stop_outcome
+from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, idle_failed, stop_outcome
 from wool_idle.autoscaler.verdicts import StopResult
 from wool_idle.contract import DEFAULT_GRACE, MAX_REPLY_BYTES, stop_deadline, valid_idle
 from wool_idle.exceptions import TransientRpcError
@@ -181,7 +181,7 @@ class WorkerActuator:
         except TransientRpcError:
             return StopAttempt(StopResult.UNREACHABLE)
         except Exception as error:  # IdleUnavailable, RpcError, a reply that does not decode
-            return failed(worker, "idle", error, None)
+            return idle_failed(worker, error)
         if not (valid_idle(report.seconds) and report.seconds >= self.max_idle):
             return StopAttempt(StopResult.REFUSED_BUSY, report.seconds)
         return report

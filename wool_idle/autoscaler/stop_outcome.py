@@ -4,8 +4,11 @@ Once a stop is sent, only an answer that says it was not carried out counts as
 not stopped: ``StopRefused`` (busy: ``refused_busy``) or a status of
 ``NOT_CARRIED_OUT`` (not permitted, not understood: ``failed``). Any other
 error, with a status or without, is ``unanswered``: the stop may have been
-carried out, so the worker counts as retiring. ``failed`` and ``unanswered``
-attempts log their error once here (it is in no other record).
+carried out, so the worker counts as retiring. Before it, a confirmation whose
+``idle`` is refused with ``FAILED_PRECONDITION`` (our worker, stopping for another
+caller, drains work) is ``refused_busy``, any other error ``failed``
+(``idle_failed``). ``failed`` and ``unanswered`` attempts log their error once here
+(it is in no other record).
 """
 
 from __future__ import annotations
@@ -59,6 +62,15 @@ def stop_outcome(worker: str, call: asyncio.Future[None], idle: float | None) ->
     except Exception as error:  # no status at all: the stop may have been carried out
         return unanswered(worker, error, idle)
     return StopAttempt(StopResult.STOPPED, idle)
+
+
+def idle_failed(worker: str, error: Exception) -> StopAttempt:
+    """What came of a confirmation whose idle RPC raised ``error``: ``refused_busy`` if
+    the worker refused it as stopping (``FAILED_PRECONDITION``: it drains work for a
+    stop another caller sent, as busy as when it answered 0), else ``failed``."""
+    if isinstance(error, RpcError) and error.code is grpc.StatusCode.FAILED_PRECONDITION:
+        return StopAttempt(StopResult.REFUSED_BUSY)
+    return failed(worker, "idle", error, None)
 
 
 def unanswered(worker: str, error: BaseException, confirmed: float | None) -> StopAttempt:

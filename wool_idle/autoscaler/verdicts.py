@@ -95,8 +95,9 @@ class StopResult(StrEnum):
     DRY_RUN = "dry_run"
     """The worker confirmed its idle time; a dry run sent no stop."""
     REFUSED_BUSY = "refused_busy"
-    """The worker's own idle time was under ``max_idle`` (or not a valid value), or it
-    refused the conditional stop: work arrived. It cools down."""
+    """The worker's own idle time was under ``max_idle`` (or not a valid value, or
+    refused as stopping: it drains work for another caller's stop), or it refused the
+    conditional stop: work arrived. It cools down."""
     UNCONDITIONAL_GRACE_ZERO = "unconditional_grace_zero"
     """No stop was sent: the worker does not honour the conditional stop (a wool
     worker; its idle reply does not say it does) and the grace is 0, so a task
