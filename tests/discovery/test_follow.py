@@ -4,6 +4,7 @@ start), held and published to by the test process through wool's own classes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import subprocess
@@ -20,6 +21,7 @@ from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, FollowProblem
 from wool_idle.discovery.follow import Follower, WoolMissing, follower, require_wool
 from wool_idle.discovery.local import SHARED_MEMORY, LocalAttachment, segment_name
 from wool_idle.discovery.spec import DiscoverySpec
+from wool_idle.logs import TextFormatter
 
 POLL = 0.1
 
@@ -93,6 +95,27 @@ class TestFollower:
                 assert each.errors[FollowProblem.INVALID_ADDRESS] == 1
                 skipped = [r for r in caplog.records if "not an address" in r.getMessage()]
                 assert len(skipped) == 1
+
+    async def test_run_record_address_cannot_forge_a_decision_line(
+        self, namespace: str, caplog
+    ) -> None:
+        """Given a namespace whose record is at a Unix socket path holding blanks and the
+        text of a decision on another worker (any local user can publish one), when
+        followed with debug logs, then the line naming the record quotes its address as
+        one value: it does not read as a decision on 10.9.9.9:1 (a grep, logfmt)."""
+        # Arrange
+        forged = " decision worker=10.9.9.9:1 verdict=stop result=stopped"
+        address = f"unix:/tmp/s{forged}"  # never dialled: followed only
+        caplog.set_level(logging.DEBUG, logger="wool_idle.discovery")
+        async with held(namespace) as publish:
+            await publish.add(address)
+            # Act
+            async with running(local(namespace)) as each:
+                await settled(lambda: len(each.records) == 1)
+        # Assert
+        lines = [TextFormatter().format(r) for r in caplog.records if " at " in r.getMessage()]
+        assert lines and all(json.dumps(address) in line for line in lines), lines
+        assert not any(forged in line.replace(json.dumps(address), "") for line in lines)
 
     async def test_run_stale_record_reported_workers_kept(self, namespace: str) -> None:
         """Given a followed namespace with two workers, when one worker's record block

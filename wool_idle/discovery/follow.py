@@ -1,9 +1,8 @@
 """Following one wool discovery: its current workers, kept up to date, and its health.
 
-A ``Follower`` subscribes through wool's own classes (see ``local`` and
-``lan``), keeps a ``WorkerRecord`` per worker uid, and diffs what wool
-announces itself (wool re-announces every worker on every poll), so a change
-is a change. It never stops for its input:
+A ``Follower`` subscribes through wool's own classes (see ``local`` and ``lan``), keeps a
+``WorkerRecord`` per worker uid, and diffs what wool announces itself (wool re-announces
+every worker on every poll), so a change is a change. It never stops for its input:
 
 - a namespace that does not exist (yet) is retried every ``retry_interval``,
   and has no workers;
@@ -45,6 +44,7 @@ from wool_idle.discovery.lan import LanAttachment
 from wool_idle.discovery.local import LocalAttachment
 from wool_idle.discovery.records import InvalidRecord, WorkerRecord
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
+from wool_idle.logs import field_value
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class Follower:
             return
         self._rejected.pop(uid, None)
         if self._records.get(uid) != record:
-            log.debug("wool discovery %s: worker %s at %s", self, uid, record.address)
+            log.debug("wool discovery %s: worker %s at %s", self, uid, field_value(record.address))
             self._records[uid] = record
             self._changed()
 
