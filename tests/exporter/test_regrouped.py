@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 from wool_idle.exporter.regrouped import FileRegroupings, Regroupings
 from wool_idle.exporter.target import Target
+from wool_idle.logs import TextFormatter
 
 A = "127.0.0.1:5001"
 
@@ -25,6 +29,22 @@ class TestRegroupings:
         # Assert
         assert [t.regrouped for t in first + again] == [False, False]
         assert wakes == []
+
+    def test_mark_moved_label_value_cannot_forge_a_decision_line(self, caplog) -> None:
+        """Given a worker in pool hot, when it moves to a pool whose tags hold blanks and
+        the text of a decision on another worker (a wool discovery record any local user
+        can publish), then the warning (text format) quotes that value as one: it does
+        not read as a decision on 10.9.9.9:1 (a grep for its fields, logfmt)."""
+        # Arrange
+        forged = "x decision worker=10.9.9.9:1 verdict=stop result=stopped"
+        regroupings = Regroupings(10.0, wake=lambda _: None)
+        regroupings.mark([target("hot")], now=100.0)
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.exporter.regrouped"):
+            regroupings.mark([target(forged)], now=111.0)
+        # Assert
+        (line,) = [TextFormatter().format(record) for record in caplog.records]
+        assert json.dumps(forged) in line and forged not in line.replace(json.dumps(forged), "")
 
     def test_mark_moved_is_held_until_it_holds_still(self) -> None:
         """Given a worker in pool hot, when it moves to cold and back within the grace,

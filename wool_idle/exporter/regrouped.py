@@ -101,8 +101,8 @@ class Regroupings:
                     "withheld (pool_changed) until its pool holds still for %gs",
                     self._source,
                     field_value(target.address),
-                    dict(pool.labels),
-                    dict(target.labels),
+                    _shown(pool.labels),
+                    _shown(target.labels),
                     self.grace,
                 )
             pool.labels, pool.changed_at = target.labels, now
@@ -146,3 +146,9 @@ class FileRegroupings:
         if now < self._due:
             return False
         return self.set(self.read, now)
+
+
+def _shown(labels: Labels) -> str:
+    """``labels`` for a log message, each value quoted as a field is (``field_value``):
+    a discovery record's tags may hold blanks and the text of another decision."""
+    return "{" + ", ".join(f"{name}={field_value(value)}" for name, value in labels) + "}"
