@@ -151,6 +151,18 @@ class TestRecord:
         # Assert
         assert json.loads(body)["confirmed_idle"] is None
 
+    def test_fields_worker_with_a_lone_surrogate_is_text(self) -> None:
+        """Given a decision on a worker whose label holds a lone surrogate (a source's
+        JSON may escape one, ``"\\udcff"``; it is invalid_address), then /decisions
+        serves it as the text ``\\udcff``: as a JSON escape, strict parsers refuse
+        the body, its 1000 records with it (as they did NaN)."""
+        # Arrange
+        decision = Decision("a\udcff:1", None, Verdict.INVALID_ADDRESS)
+        # Act
+        body = json.dumps(Record.of(decision, ()).fields())
+        # Assert
+        assert json.loads(body)["worker"] == "a\\udcff:1"
+
     def test_fields_carry_the_group(self) -> None:
         """Given a record of a grouped worker, then /decisions serves its group labels
         as an object."""

@@ -18,6 +18,7 @@ from typing import Final
 
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
+from wool_idle.contract import encodes_as_utf8
 from wool_idle.logs import json_number
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -81,7 +82,11 @@ class Record:
 
 
 def _bounded(text: str) -> str:
-    """``text``, or its first ``MAX_FIELD`` characters and its length if longer."""
+    """``text``, or its first ``MAX_FIELD`` characters and its length if longer; a lone
+    surrogate (a source's JSON may escape one) as text, ``\\udcff``: as a JSON escape,
+    strict parsers refuse ``/decisions``."""
+    if not encodes_as_utf8(text):
+        text = text.encode("utf-8", "backslashreplace").decode()
     if len(text) <= MAX_FIELD:
         return text
     return f"{text[:MAX_FIELD]}... ({len(text)} characters)"
