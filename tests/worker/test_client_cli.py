@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 
 import grpc
 import pytest
 from support.processes import run_cli
 from support.raw import RawWorker
 from support.scripted import ScriptedWorker
+from support.tasks import gated
+from support.waiting import eventually_async
+
+from wool_idle.worker import WorkerConnection
 
 
 class TestIdleCli:
@@ -153,6 +158,37 @@ class TestStopCliUnconditionalWorker:
         # Assert
         assert result.returncode == 3
         assert worker.stop_requests == []
+
+
+class TestStopCliStoppingWorker:
+    async def test_stop_if_idle_for_on_a_stopping_worker_exits_5_sending_no_stop(
+        self, start_server, tmp_path: Path
+    ) -> None:
+        """Given a real worker draining a task for a stop another caller sent (it
+        refuses idle with FAILED_PRECONDITION), when `wool-idle stop --if-idle-for 10m`
+        runs, then it exits 5 naming the refusal, before any stop (a refusal does not
+        say the server honours the conditional stop), and the drain goes on."""
+        # Arrange
+        gate = tmp_path / "gate"
+        server = await start_server()
+        connection = WorkerConnection(server.address)
+        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
+        assert await eventually_async(lambda: len(server.service.in_flight) == 1)
+        first_stop = asyncio.ensure_future(connection.stop(30.0))
+        assert await eventually_async(server.service.stopping.is_set)
+        args = ["stop", server.address, "--if-idle-for", "10m", "--grace", "30s"]
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, args)
+            in_flight = len(server.service.in_flight)
+        finally:
+            gate.touch()
+            await asyncio.gather(running, first_stop, return_exceptions=True)
+            await connection.close()
+        # Assert
+        assert result.returncode == 5, result.stderr
+        assert "worker is stopping" in result.stderr
+        assert in_flight == 1
 
 
 class TestStopCliTimeout:
