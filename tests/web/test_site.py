@@ -172,6 +172,38 @@ class TestServeApp:
         # Assert
         assert received == b""
 
+    @pytest.mark.parametrize("requests", [1, 3], ids=["one", "pipelined"])
+    async def test_serve_app_aborts_a_connection_that_does_not_take_its_answer(
+        self, requests: int
+    ) -> None:
+        """Given a client that asks for an answer larger than the sockets' buffers and
+        never reads, when it waits past the request wait, then its connection is
+        aborted (aiohttp waited for ever: each such client held a descriptor and the
+        answer's memory for good)."""
+        # Arrange
+        loop = asyncio.get_running_loop()
+        transports: list[asyncio.BaseTransport] = []
+
+        async def large(request: web.Request) -> web.Response:
+            assert request.transport is not None
+            transports.append(request.transport)
+            return web.Response(body=b"x" * 32 * 1024 * 1024)
+
+        app = web.Application()
+        app.router.add_get("/large", large)
+        request = b"GET /large HTTP/1.1\r\nHost: x\r\n\r\n"
+        async with serve_app(app, "127.0.0.1:0", request_wait=0.2) as url:
+            host, _, port = url.removeprefix("http://").rpartition(":")
+            with socket.socket() as client:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                client.connect((host, int(port)))
+                client.setblocking(False)
+                # Act
+                await loop.sock_sendall(client, request * requests)
+                # Assert
+                assert await eventually_async(lambda: len(transports) == 1)
+                assert await eventually_async(transports[0].is_closing, timeout=30)
+
 
 def write_web_config(directory: Path, tls_material, extra: str = "") -> str:
     """A web config serving TLS from copies of the server files in ``directory``."""

@@ -30,6 +30,7 @@ from wool_idle.unix_socket import claim_unix_socket
 from wool_idle.web.basicauth import BasicAuth
 from wool_idle.web.config import WebConfig
 from wool_idle.web.live_config import LiveWebConfig
+from wool_idle.web.unread import UnreadAnswers
 from wool_idle.worker.address import UNIX_PREFIX, split_host_port
 
 EXPORTER_PORT: Final = 9478
@@ -44,7 +45,8 @@ REQUEST_WAIT: Final = 75.0
 """Seconds a connection is kept without a whole request: one that sends none, or
 sends its head a byte at a time (slowloris), or stays idle between requests is
 closed (aiohttp keeps it an hour: anyone who can connect could hold every file
-descriptor). Clients such as Prometheus reconnect."""
+descriptor). Clients such as Prometheus reconnect. Also the seconds a client has
+to take an answer (``UnreadAnswers``)."""
 
 
 def _malformed_request(record: logging.LogRecord) -> bool:
@@ -71,7 +73,8 @@ async def serve_app(
     with the TLS, basic auth and headers of ``config`` in force (followed as its
     file changes), yielding the URL of ``path`` (the base URL by default); stop
     on exit. A connection without a whole request for ``request_wait`` seconds is
-    closed. Raises ``OSError`` if the address cannot be bound."""
+    closed, and one that still holds unsent bytes ``request_wait`` seconds after an
+    answer began is aborted. Raises ``OSError`` if the address cannot be bound."""
     server_log = logging.getLogger("aiohttp.server")
     if MALFORMED_REQUESTS_ONCE not in server_log.filters:
         server_log.addFilter(MALFORMED_REQUESTS_ONCE)
@@ -80,6 +83,7 @@ async def serve_app(
         app.middlewares.append(BasicAuth(lambda: config.current.users).middleware)
     if config.followed or config.current.headers:
         app.on_response_prepare.append(_with_headers(config))
+    app.on_response_prepare.append(UnreadAnswers(request_wait))
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=request_wait)
     await runner.setup()
     try:

@@ -1,0 +1,57 @@
+"""Closing the connections of clients that do not take their answers.
+
+aiohttp waits for ever for a client to read what it was sent: a handler whose
+answer does not fit the socket's buffers waits in its write, and a connection
+closed with bytes unsent waits for them, so a client that sends a request and
+never reads holds its descriptor, and the answer's memory, for good (the wait
+for a whole request, ``site.REQUEST_WAIT``, never applies: one came). Enough
+of them took every descriptor (``/-/healthy`` went unanswered) or all memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+
+class UnreadAnswers:
+    """A response-prepare hook: a connection that still holds unsent bytes ``wait``
+    seconds after its latest answer began is aborted (its unsent bytes dropped).
+    One timer per connection, and only while it has an answer under way or bytes
+    unsent."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+        self._timers: dict[asyncio.Transport, asyncio.TimerHandle] = {}
+
+    async def __call__(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Start the wait of the answer ``response`` to ``request``, on that request's task."""
+        transport = request.transport
+        task = asyncio.current_task()
+        if transport is None or task is None:
+            return
+        self._forget(transport)
+        loop = asyncio.get_running_loop()
+        self._timers[transport] = loop.call_later(self.wait, self._expire, transport)
+        task.add_done_callback(lambda _: self._sent(transport))
+
+    def _sent(self, transport: asyncio.Transport) -> None:
+        """The answer's task ended: nothing more to wait for unless bytes are still unsent."""
+        if not _unsent(transport):
+            self._forget(transport)
+
+    def _expire(self, transport: asyncio.Transport) -> None:
+        del self._timers[transport]
+        if _unsent(transport):
+            transport.abort()
+
+    def _forget(self, transport: asyncio.Transport) -> None:
+        timer = self._timers.pop(transport, None)
+        if timer is not None:
+            timer.cancel()
+
+
+def _unsent(transport: asyncio.Transport) -> bool:
+    """Whether ``transport`` holds bytes its peer has not taken (a closed one: none)."""
+    return transport.get_write_buffer_size() > 0
