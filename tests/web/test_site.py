@@ -178,15 +178,15 @@ class TestServeApp:
     ) -> None:
         """Given a client that asks for an answer larger than the sockets' buffers and
         never reads, when it waits past the request wait, then its connection is
-        aborted (aiohttp waited for ever: each such client held a descriptor and the
-        answer's memory for good)."""
+        aborted, its socket closed (aiohttp waited for ever: each such client held a
+        descriptor and the answer's memory for good)."""
         # Arrange
         loop = asyncio.get_running_loop()
-        transports: list[asyncio.BaseTransport] = []
+        sockets: list[socket.socket] = []
 
         async def large(request: web.Request) -> web.Response:
             assert request.transport is not None
-            transports.append(request.transport)
+            sockets.append(request.transport.get_extra_info("socket"))
             return web.Response(body=b"x" * 32 * 1024 * 1024)
 
         app = web.Application()
@@ -201,8 +201,8 @@ class TestServeApp:
                 # Act
                 await loop.sock_sendall(client, request * requests)
                 # Assert
-                assert await eventually_async(lambda: len(transports) == 1)
-                assert await eventually_async(transports[0].is_closing, timeout=30)
+                assert await eventually_async(lambda: len(sockets) == 1)
+                assert await eventually_async(lambda: sockets[0].fileno() == -1, timeout=30)
 
 
 def write_web_config(directory: Path, tls_material, extra: str = "") -> str:
@@ -264,6 +264,39 @@ class TestServeAppWebConfig:
         assert url.startswith("https://")
         assert seen == rotated != first
         assert status == 200
+
+    async def test_serve_app_aborts_a_tls_connection_that_does_not_take_its_answer(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an HTTPS client that asks for an answer larger than the sockets' buffers
+        and never reads, when it waits past the request wait, then its connection's
+        socket is closed (it was held for good, the answer below the TLS layer)."""
+        # Arrange
+        sockets: list[socket.socket] = []
+
+        async def large(request: web.Request) -> web.Response:
+            assert request.transport is not None
+            sockets.append(request.transport.get_extra_info("socket"))
+            return web.Response(body=b"x" * 32 * 1024 * 1024)
+
+        def connect(host: str, port: int) -> ssl.SSLSocket:
+            raw = socket.socket()
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            raw.connect((host, port))
+            return context.wrap_socket(raw, server_hostname="localhost")
+
+        app = web.Application()
+        app.router.add_get("/large", large)
+        config = LiveWebConfig.load(write_web_config(tmp_path, tls_material))
+        context = ssl.create_default_context(cafile=tls_material.ca)
+        async with serve_app(app, "127.0.0.1:0", config, request_wait=0.2) as url:
+            host, _, port = url.removeprefix("https://").rpartition(":")
+            with await asyncio.to_thread(connect, host, int(port)) as client:
+                # Act
+                await asyncio.to_thread(client.sendall, b"GET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+                # Assert
+                assert await eventually_async(lambda: len(sockets) == 1)
+                assert await eventually_async(lambda: sockets[0].fileno() == -1, timeout=30)
 
     async def test_serve_app_bad_new_files_keep_the_last_good(
         self, tmp_path: Path, tls_material, caplog

@@ -11,13 +11,17 @@ of them took every descriptor (``/-/healthy`` went unanswered) or all memory.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import sys
+import termios
 
 from aiohttp import web
 
 
 class UnreadAnswers:
-    """A response-prepare hook: a connection that still holds unsent bytes ``wait``
-    seconds after its latest answer began is aborted (its unsent bytes dropped).
+    """A response-prepare hook: a connection still writing its latest answer, or
+    holding unsent bytes, ``wait`` seconds after that answer began is aborted (its
+    unsent bytes dropped).
     One timer per connection, and only while it has an answer under way or bytes
     unsent."""
 
@@ -33,7 +37,7 @@ class UnreadAnswers:
             return
         self._forget(transport)
         loop = asyncio.get_running_loop()
-        self._timers[transport] = loop.call_later(self.wait, self._expire, transport)
+        self._timers[transport] = loop.call_later(self.wait, self._expire, transport, task)
         task.add_done_callback(lambda _: self._sent(transport))
 
     def _sent(self, transport: asyncio.Transport) -> None:
@@ -41,9 +45,11 @@ class UnreadAnswers:
         if not _unsent(transport):
             self._forget(transport)
 
-    def _expire(self, transport: asyncio.Transport) -> None:
+    def _expire(self, transport: asyncio.Transport, task: asyncio.Task[object]) -> None:
+        """Abort if the answer is still being written (over TLS the bytes wait below
+        the transport, which shows none unsent) or bytes are still unsent."""
         del self._timers[transport]
-        if _unsent(transport):
+        if not task.done() or _unsent(transport):
             transport.abort()
 
     def _forget(self, transport: asyncio.Transport) -> None:
@@ -53,5 +59,14 @@ class UnreadAnswers:
 
 
 def _unsent(transport: asyncio.Transport) -> bool:
-    """Whether ``transport`` holds bytes its peer has not taken (a closed one: none)."""
-    return transport.get_write_buffer_size() > 0
+    """Whether ``transport`` holds bytes its peer has not taken (a closed one: none):
+    in its buffer, or in the socket's send queue (under a TLS layer, whose own
+    buffer hands its bytes down at once, the transport's are only there)."""
+    try:
+        if transport.get_write_buffer_size() > 0:
+            return True
+        sock = transport.get_extra_info("socket")
+        queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(4))
+    except (AttributeError, OSError, ValueError):  # closed (a TLS one drops its layer)
+        return False
+    return int.from_bytes(queued, sys.byteorder) > 0
