@@ -204,6 +204,35 @@ class TestServeApp:
                 assert await eventually_async(lambda: len(sockets) == 1)
                 assert await eventually_async(lambda: sockets[0].fileno() == -1, timeout=30)
 
+    async def test_serve_app_lets_go_of_an_answer_sent_on_a_kept_connection(self) -> None:
+        """Given a client that reads its whole answer and keeps the connection open,
+        when the answer has been sent, then its body is let go (aiohttp kept it until
+        the next request or the request wait: a megabyte and more per idle
+        connection at 10,000 targets)."""
+        # Arrange
+        loop = asyncio.get_running_loop()
+        responses: list[web.Response] = []
+        body = b"x" * 1024 * 1024
+
+        async def large(request: web.Request) -> web.Response:
+            responses.append(web.Response(body=body))
+            return responses[-1]
+
+        app = web.Application()
+        app.router.add_get("/large", large)
+        async with serve_app(app, "127.0.0.1:0") as url:
+            host, _, port = url.removeprefix("http://").rpartition(":")
+            with socket.create_connection((host, int(port))) as client:
+                client.setblocking(False)
+                await loop.sock_sendall(client, b"GET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+                received = b""
+                while not received.endswith(body):
+                    received += await asyncio.wait_for(loop.sock_recv(client, 1 << 20), 30)
+                # Act
+                let_go = await eventually_async(lambda: responses[0].body is None)
+        # Assert
+        assert let_go
+
 
 def write_web_config(directory: Path, tls_material, extra: str = "") -> str:
     """A web config serving TLS from copies of the server files in ``directory``."""

@@ -6,6 +6,8 @@ closed with bytes unsent waits for them, so a client that sends a request and
 never reads holds its descriptor, and the answer's memory, for good (the wait
 for a whole request, ``site.REQUEST_WAIT``, never applies: one came). Enough
 of them took every descriptor (``/-/healthy`` went unanswered) or all memory.
+And aiohttp keeps a connection's last answer until its next request: clients
+that read their answers and stay connected held one body each.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class UnreadAnswers:
     holding unsent bytes, ``wait`` seconds after that answer began is aborted (its
     unsent bytes dropped).
     One timer per connection, and only while it has an answer under way or bytes
-    unsent."""
+    unsent. An answer's body is let go once its task has handed it over."""
 
     def __init__(self, wait: float) -> None:
         self.wait = wait
@@ -38,10 +40,15 @@ class UnreadAnswers:
         self._forget(transport)
         loop = asyncio.get_running_loop()
         self._timers[transport] = loop.call_later(self.wait, self._expire, transport, task)
-        task.add_done_callback(lambda _: self._sent(transport))
+        task.add_done_callback(lambda _: self._sent(transport, response))
 
-    def _sent(self, transport: asyncio.Transport) -> None:
-        """The answer's task ended: nothing more to wait for unless bytes are still unsent."""
+    def _sent(self, transport: asyncio.Transport, response: web.StreamResponse) -> None:
+        """The answer's task ended: its body is let go (aiohttp keeps the last answer
+        of a connection until the next request, up to the request wait: 1 MB and
+        more each at 10,000 targets), and nothing more is waited for unless bytes
+        are still unsent."""
+        if isinstance(response, web.Response):
+            response.body = None
         if not _unsent(transport):
             self._forget(transport)
 
