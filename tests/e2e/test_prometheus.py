@@ -341,7 +341,11 @@ class TestSelectorsAndGroupsInPrometheus:
         settings = PolicySettings(max_idle=0.001, min_workers=1, group_by=("pool",))
         try:
             prometheus.start()
-            await eventually_async(lambda: len(prometheus.query("wool_worker_up")) >= 3, 60)
+            # each worker probed up by its exporters in their latest scrapes (a probe past
+            # the 0.5 s budget of a 1 s scrape_timeout reads it down: no floor held)
+            assert await eventually_async(
+                lambda: len(prometheus.query("wool_worker_up == 1")) >= 3, 60
+            )
             async with aiohttp.ClientSession() as session:
                 source = PrometheusSource(
                     session,
