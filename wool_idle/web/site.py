@@ -83,7 +83,8 @@ async def serve_app(
         app.middlewares.append(BasicAuth(lambda: config.current.users).middleware)
     if config.followed or config.current.headers:
         app.on_response_prepare.append(_with_headers(config))
-    app.on_response_prepare.append(UnreadAnswers(request_wait))
+    unread = UnreadAnswers(request_wait)
+    app.on_response_prepare.append(unread)
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=request_wait)
     await runner.setup()
     try:
@@ -99,6 +100,7 @@ async def serve_app(
         with contextlib.suppress(asyncio.CancelledError):
             await following
         await runner.cleanup()
+        unread.close()
         if listen.startswith(UNIX_PREFIX):  # ours: we bound it
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(listen.removeprefix(UNIX_PREFIX))

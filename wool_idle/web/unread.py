@@ -16,53 +16,76 @@ import asyncio
 import fcntl
 import sys
 import termios
+from typing import Final, NamedTuple
 
 from aiohttp import web
+
+SWEEP_PERIOD: Final = 1.0
+"""Seconds between two looks at the answers under way (at most a quarter of the
+wait): how late past the wait an answer is aborted, and how long a sent body is
+kept."""
+
+
+class _Answer(NamedTuple):
+    began: float
+    task: asyncio.Task[object]
+    response: web.StreamResponse
 
 
 class UnreadAnswers:
     """A response-prepare hook: a connection still writing its latest answer, or
     holding unsent bytes, ``wait`` seconds after that answer began is aborted (its
-    unsent bytes dropped).
-    One timer per connection, and only while it has an answer under way or bytes
-    unsent. An answer's body is let go once its task has handed it over."""
+    unsent bytes dropped); once the answer's task has handed it over, its body is
+    let go.
+
+    A request only notes its answer (one entry per connection, replaced by the
+    next answer); one timer per hook looks at the entries every ``SWEEP_PERIOD``
+    while there are any, and forgets those that are done with or closed.
+    ``close`` stops it."""
 
     def __init__(self, wait: float) -> None:
         self.wait = wait
-        self._timers: dict[asyncio.Transport, asyncio.TimerHandle] = {}
+        self.period = min(SWEEP_PERIOD, wait / 4)
+        self._latest: dict[asyncio.Transport, _Answer] = {}
+        self._sweep: asyncio.TimerHandle | None = None
 
     async def __call__(self, request: web.Request, response: web.StreamResponse) -> None:
-        """Start the wait of the answer ``response`` to ``request``, on that request's task."""
+        """Note ``response``, the answer to ``request`` being written on its task."""
         transport = request.transport
         task = asyncio.current_task()
         if transport is None or task is None:
             return
-        self._forget(transport)
         loop = asyncio.get_running_loop()
-        self._timers[transport] = loop.call_later(self.wait, self._expire, transport, task)
-        task.add_done_callback(lambda _: self._sent(transport, response))
+        self._latest[transport] = _Answer(loop.time(), task, response)
+        if self._sweep is None:
+            self._sweep = loop.call_later(self.period, self._look, loop)
 
-    def _sent(self, transport: asyncio.Transport, response: web.StreamResponse) -> None:
-        """The answer's task ended: its body is let go (aiohttp keeps the last answer
-        of a connection until the next request, up to the request wait: 1 MB and
-        more each at 10,000 targets), and nothing more is waited for unless bytes
-        are still unsent."""
-        if isinstance(response, web.Response):
-            response.body = None
-        if not _unsent(transport):
-            self._forget(transport)
+    def __len__(self) -> int:
+        """The answers under watch."""
+        return len(self._latest)
 
-    def _expire(self, transport: asyncio.Transport, task: asyncio.Task[object]) -> None:
-        """Abort if the answer is still being written (over TLS the bytes wait below
-        the transport, which shows none unsent) or bytes are still unsent."""
-        del self._timers[transport]
-        if not task.done() or _unsent(transport):
-            transport.abort()
+    def close(self) -> None:
+        """Stop looking (the server closed its connections)."""
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        self._latest.clear()
 
-    def _forget(self, transport: asyncio.Transport) -> None:
-        timer = self._timers.pop(transport, None)
-        if timer is not None:
-            timer.cancel()
+    def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Abort each connection still writing its answer (over TLS the bytes wait
+        below the transport, which shows none unsent) or holding unsent bytes past
+        the wait; let go of the bodies sent; forget what is closed or done with."""
+        now = loop.time()
+        for transport, answer in list(self._latest.items()):
+            done = answer.task.done()
+            if done and isinstance(answer.response, web.Response):
+                answer.response.body = None
+            if transport.is_closing() or (done and not _unsent(transport)):
+                del self._latest[transport]
+            elif now - answer.began >= self.wait:
+                del self._latest[transport]
+                transport.abort()
+        self._sweep = loop.call_later(self.period, self._look, loop) if self._latest else None
 
 
 def _unsent(transport: asyncio.Transport) -> bool:
