@@ -11,9 +11,9 @@ import math
 import grpc
 import pytest
 from support import unix_http
+from support.draining import draining
 from support.raw import length_delimited
 from support.scripted import ScriptedWorker
-from support.tasks import gated
 from support.waiting import eventually_async
 from support.wool_pools import WoolFleet
 
@@ -91,12 +91,7 @@ class TestWorkerActuator:
         is sent."""
         # Arrange
         gate = tmp_path / "gate"
-        server = await start_server()
-        connection = WorkerConnection(server.address)
-        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        assert await eventually_async(lambda: len(server.service.in_flight) == 1)
-        other_stop = asyncio.ensure_future(connection.stop(30.0))
-        assert await eventually_async(server.service.stopping.is_set)
+        server, connection, running, other_stop = await draining(start_server, gate)
         # Act
         try:
             attempt = await actuator().retire(stop(server.address))

@@ -8,13 +8,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from support.draining import draining
 from support.processes import run_cli
 from support.raw import RawWorker
 from support.scripted import ScriptedWorker
-from support.tasks import gated
-from support.waiting import eventually_async
-
-from wool_idle.worker import WorkerConnection
 
 
 class TestIdleCli:
@@ -170,12 +167,7 @@ class TestStopCliStoppingWorker:
         say the server honours the conditional stop), and the drain goes on."""
         # Arrange
         gate = tmp_path / "gate"
-        server = await start_server()
-        connection = WorkerConnection(server.address)
-        running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-        assert await eventually_async(lambda: len(server.service.in_flight) == 1)
-        first_stop = asyncio.ensure_future(connection.stop(30.0))
-        assert await eventually_async(server.service.stopping.is_set)
+        server, connection, running, first_stop = await draining(start_server, gate)
         args = ["stop", server.address, "--if-idle-for", "10m", "--grace", "30s"]
         # Act
         try:

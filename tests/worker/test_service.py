@@ -6,14 +6,14 @@ import asyncio
 import functools
 import struct
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import cloudpickle
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from support.draining import draining
 from support.tasks import (
     SurrogateRepr,
     SurrogatesRepr,
@@ -46,20 +46,6 @@ async def poll_until(predicate: Callable[[], bool], timeout: float = 10.0) -> No
     while not predicate():
         assert loop.time() < deadline, "condition never became true"
         await asyncio.sleep(0.005)
-
-
-async def draining(
-    start_server: Callable[[], Awaitable[Any]], gate: Path
-) -> tuple[Any, WorkerConnection, asyncio.Future[Any], asyncio.Future[None]]:
-    """A worker draining one task held until ``gate`` exists (a stop with a 30 s grace
-    sent): the server, a connection to it, and the task's and the stop's calls."""
-    server = await start_server()
-    connection = WorkerConnection(server.address)
-    running = asyncio.ensure_future(connection.dispatch(gated, str(gate)))
-    await poll_until(lambda: len(server.service.in_flight) == 1)
-    first_stop = asyncio.ensure_future(connection.stop(30.0))
-    await poll_until(server.service.stopping.is_set)
-    return server, connection, running, first_stop
 
 
 async def raw_dispatch(address: str, task_id: str, task: bytes) -> list[Response]:
