@@ -147,12 +147,19 @@ def json_number(value: object) -> object:
     return value
 
 
+def json_text(text: str) -> str:
+    """``text`` with each lone surrogate (a path's byte that is not UTF-8) as the text
+    ``\\udcff``: as JSON escapes, strict parsers refuse them."""
+    if text.isascii() or encodes_as_utf8(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
 def _json_field(value: object) -> object:
     """``value`` for a JSON log line: a non-finite float as null (``json_number``), a
-    string's lone surrogates (a path's bytes that are not UTF-8) as text, ``\\udcff``:
-    as JSON escapes, strict parsers refuse them."""
-    if isinstance(value, str) and not value.isascii() and not encodes_as_utf8(value):
-        return value.encode("utf-8", "backslashreplace").decode()
+    string as ``json_text``."""
+    if isinstance(value, str):
+        return json_text(value)
     return json_number(value)
 
 

@@ -18,8 +18,7 @@ from typing import Final
 
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
-from wool_idle.contract import encodes_as_utf8
-from wool_idle.logs import json_number
+from wool_idle.logs import bounded, json_number, json_text
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -82,14 +81,10 @@ class Record:
 
 
 def _bounded(text: str) -> str:
-    """``text``, or its first ``MAX_FIELD`` characters and its length if longer; a lone
-    surrogate (a source's JSON may escape one) as text, ``\\udcff``: as a JSON escape,
-    strict parsers refuse ``/decisions``."""
-    if not encodes_as_utf8(text):
-        text = text.encode("utf-8", "backslashreplace").decode()
-    if len(text) <= MAX_FIELD:
-        return text
-    return f"{text[:MAX_FIELD]}... ({len(text)} characters)"
+    """``text`` as ``/decisions`` serves it: its first ``MAX_FIELD`` characters and its
+    length if longer (``bounded``), a lone surrogate (a source's JSON may escape one)
+    as text (``json_text``)."""
+    return bounded(json_text(text), MAX_FIELD)
 
 
 def append(records: deque[Record], record: Record) -> None:
