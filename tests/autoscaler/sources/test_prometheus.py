@@ -378,6 +378,52 @@ class TestPrometheusSource:
         # Assert
         assert [(r.worker, r.conflicting) for r in readings] == [("a:1", False)]
 
+    @pytest.mark.parametrize(
+        "groups",
+        [
+            {"status": "error", "errorType": "bad_data", "error": "parse error"},
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            vector(({"worker": "a:1", "pool": 7}, "3")),
+        ],
+        ids=["error", "not_a_vector", "non_string_group"],
+    )
+    async def test_read_malformed_groups_answer_fails_the_read(
+        self, aiohttp_server, groups: dict
+    ) -> None:
+        """Given a worker read in pool a (--selector pool=a, group-by pool) and a groups
+        answer that is an error, not an instant vector, or names a group that is not a
+        string, when read, then the read fails (no reading, no one stopped)."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500", pool="a")),
+            vector(({"worker": "a:1"}, "1")),
+            groups=groups,
+        )
+        # Act / Assert
+        with pytest.raises(SourceError):
+            await prometheus.read(
+                aiohttp_server, selectors=(Selector.parse("pool=a"),), group_by=("pool",)
+            )
+
+    async def test_read_worker_missing_from_the_groups_answer_conflicts(
+        self, aiohttp_server
+    ) -> None:
+        """Given a worker read in pool a (--selector pool=a, group-by pool) that the
+        groups answer does not list (a lagging replica, a series gone between the
+        queries), when read, then it is conflicting: its pools are unknown."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500", pool="a")),
+            vector(({"worker": "a:1"}, "1")),
+            groups=vector(),
+        )
+        # Act
+        readings = await prometheus.read(
+            aiohttp_server, selectors=(Selector.parse("pool=a"),), group_by=("pool",)
+        )
+        # Assert
+        assert [(r.worker, r.conflicting) for r in readings] == [("a:1", True)]
+
     async def test_read_alert_gate(self, aiohttp_server) -> None:
         """Given the ALERTS series firing for one of two idle workers, when read with
         the alert, then only that worker is alerting."""
