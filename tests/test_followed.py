@@ -104,6 +104,33 @@ class TestFollowed:
         ]
         assert "TLS files reloaded: 'a'" in caplog.text
 
+    def test_reload_logs_new_files_before_anyone_uses_them(self) -> None:
+        """Given files that changed, when read again, then the reload is logged while
+        the value is still the one before (a caller that saw the new value before the
+        log line was written could act on files the log has not named yet)."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        seen_when_logged: list[str] = []
+
+        class Seen(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                seen_when_logged.append(value.value)
+
+        handler = Seen(logging.INFO)
+        logger = logging.getLogger("wool_idle.followed")
+        logger.addHandler(handler)
+        previous_level, logger.level = logger.level, logging.INFO
+        files.content = "v2"
+        # Act
+        try:
+            fresh = value.reload()
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(previous_level)
+        # Assert
+        assert (fresh, seen_when_logged) == ("v2", ["v1"])
+
     def test_reload_unchanged_files_keep_the_value_itself(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:

@@ -131,8 +131,9 @@ class Followed(Generic[Value]):
                 return previous
             self._failure = ""
             if fresh is not previous:
-                self._value = fresh
+                # Said before it is used: no caller acts on files the log has not named.
                 log.info("%s reloaded: %s", self._what, self._names)
+                self._value = fresh
             return fresh
         finally:
             self._started = None
