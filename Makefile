@@ -21,8 +21,9 @@ lint: $(STAMP)
 	$(BIN)/mypy deploy
 	$(BIN)/mypy bench
 
+# Two pytest processes (pytest-xdist): most of the suite waits on real processes.
 pytest: $(STAMP) prometheus
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --numprocesses 2
 
 prometheus:
 	@scripts/ensure-prometheus

@@ -91,3 +91,21 @@ async def scripted() -> AsyncIterator[Callable[..., Awaitable[ScriptedWorker]]]:
     yield start
     for worker in started:
         await worker.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print every ``summary`` a test recorded (``record_property``), passed or
+    failed: counts a run should show. Recorded, not printed, so that they also
+    reach the end of the run from pytest-xdist's workers, whose output is not shown."""
+    summaries = [
+        str(value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "summary"
+    ]
+    if summaries:
+        terminalreporter.section("summaries")
+        for summary in summaries:
+            terminalreporter.line(summary)

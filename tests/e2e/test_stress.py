@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,7 +83,9 @@ async def watch_floor(workers: list[LocalWorker], tally: Tally, done: asyncio.Ev
 
 
 class TestRetireUnderLoad:
-    async def test_no_task_lost_stops_only_idle_floor_held(self, tmp_path: Path, capsys) -> None:
+    async def test_no_task_lost_stops_only_idle_floor_held(
+        self, tmp_path: Path, record_property: Callable[[str, object], None]
+    ) -> None:
         """Given 20 workers, tasks at random times and of random lengths for 30 s, and
         the autoscaler with a tiny max-idle and interval, then zero tasks are cancelled
         or lost, every accepted stop came after at least max-idle of idle, and no fewer
@@ -146,14 +149,14 @@ class TestRetireUnderLoad:
         texts = [(tmp_path / f"worker{i}.log").read_text() for i in range(WORKERS)]
         accepted = [float(m) for text in texts for m in ACCEPTED.findall(text)]
         refused = sum(len(REFUSED.findall(text)) for text in texts)
-        with capsys.disabled():  # the counts belong in the test output, pass or fail
-            print(
-                f"\nstress: seed={SEED} workers={WORKERS} floor={FLOOR} max_idle={MAX_IDLE}s "
-                f"tasks dispatched={tally.dispatched} completed={tally.completed} "
-                f"refused-and-retried={tally.refused_and_retried} cancelled={tally.cancelled} "
-                f"lost={len(tally.lost)} stops accepted={len(accepted)} stops refused={refused} "
-                f"fewest workers alive={tally.fewest_alive}"
-            )
+        record_property(  # the counts belong in the run's output, pass or fail (conftest)
+            "summary",
+            f"stress: seed={SEED} workers={WORKERS} floor={FLOOR} max_idle={MAX_IDLE}s "
+            f"tasks dispatched={tally.dispatched} completed={tally.completed} "
+            f"refused-and-retried={tally.refused_and_retried} cancelled={tally.cancelled} "
+            f"lost={len(tally.lost)} stops accepted={len(accepted)} stops refused={refused} "
+            f"fewest workers alive={tally.fewest_alive}",
+        )
         # Assert
         assert tally.cancelled == 0
         assert tally.lost == []

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from filelock import FileLock
+
 import wool_idle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,13 +41,17 @@ def wool_env(version: str, *, with_wool_idle: bool = False) -> WoolEnv:
     stamp = directory / ".installed"
     # wool-idle's dependencies change with pyproject.toml: reinstall when it does.
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if not stamp.exists() or (with_wool_idle and stamp.read_text() != wanted):
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(directory)], check=True)
-        packages = [f"wool=={version}"] + (["-e", str(ROOT)] if with_wool_idle else [])
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", *packages], check=True, timeout=900
-        )
-        stamp.write_text(wanted)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(CACHE / f"{name}.lock"):  # pytest-xdist's processes make it once
+        if not stamp.exists() or (with_wool_idle and stamp.read_text() != wanted):
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(directory)], check=True)
+            packages = [f"wool=={version}"] + (["-e", str(ROOT)] if with_wool_idle else [])
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "--quiet", *packages],
+                check=True,
+                timeout=900,
+            )
+            stamp.write_text(wanted)
     return WoolEnv(version, str(python))
 
 
