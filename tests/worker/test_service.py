@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import struct
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -68,7 +69,8 @@ class TestWorkerService:
     ) -> None:
         """Given N in-flight tasks, each returning or raising, when they complete one at
         a time and idle is polled after each, then idle stays zero until the last task
-        drains, then accrues."""
+        drains, then accrues from that drain (never from startup or a task's start: the
+        reading is at most the time since the last task was released)."""
         # Arrange
         server = await start_server()
         connection = WorkerConnection(server.address)
@@ -81,15 +83,18 @@ class TestWorkerService:
         readings = []
         # Act
         for index, gate in enumerate(gates):
+            released = time.monotonic()
             Path(gate).touch()
             await asyncio.wait([calls[index]])
             await poll_until(lambda i=index: len(server.service.in_flight) == len(outcomes) - i - 1)
             readings.append(await connection.idle_time())
+        since_released = time.monotonic() - released
         await asyncio.sleep(0.05)
         later = await connection.idle_time()
         # Assert
         assert readings[:-1] == [0.0] * (len(outcomes) - 1)
         assert later > readings[-1] >= 0.0
+        assert readings[-1] <= since_released
         for call, outcome in zip(calls, outcomes, strict=True):
             if outcome == "raise":
                 with pytest.raises(ValueError, match="task failed"):
