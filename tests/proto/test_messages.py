@@ -5,13 +5,20 @@ from __future__ import annotations
 import math
 import struct
 from pathlib import Path
+from typing import Final
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+import pytest
+import wool.protocol
+from google.protobuf import descriptor, descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import given
 from hypothesis import strategies as st
 
 from wool_idle import proto
 from wool_idle.proto import generate
+
+PROTOCOL_DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+EXTENSIONS_FROM: Final = 10000
+"""Field numbers of our extensions start here (DESIGN.md, wire contract)."""
 
 
 class TestMessageConstruction:
@@ -125,3 +132,49 @@ class TestGencode:
         assert proto.IDLE == "/wool.runtime.protobuf.wire.Worker/idle"
         assert proto.STOP == "/wool.runtime.protobuf.wire.Worker/stop"
         assert proto.DISPATCH == "/wool.runtime.protobuf.wire.Worker/dispatch"
+
+
+def wools_service() -> descriptor.ServiceDescriptor:
+    """wool's own ``Worker`` service, as the installed ``wool`` package registers it."""
+    assert wool.protocol.StopRequest.DESCRIPTOR.file.pool is descriptor_pool.Default()
+    return descriptor_pool.Default().FindServiceByName(proto.SERVICE)
+
+
+class TestWireAgainstWool:
+    def test_methods_equal_wools(self) -> None:
+        """Given wool's own Worker service (the installed wool package), then ours has
+        the same methods, each as unary or streaming as wool's."""
+        # Arrange
+        theirs = wools_service()
+        ours = proto.IdleTime.DESCRIPTOR.file.services_by_name["Worker"]
+        # Act
+        shapes = [
+            {m.name: (m.client_streaming, m.server_streaming) for m in service.methods}
+            for service in (ours, theirs)
+        ]
+        # Assert
+        assert ours.full_name == theirs.full_name
+        assert shapes[0] == shapes[1]
+
+    @pytest.mark.parametrize("method", ["idle", "stop"])
+    def test_idle_and_stop_messages_keep_wools_fields(self, method: str) -> None:
+        """Given wool's idle and stop messages, then each of our request and reply
+        messages has every wool field with wool's number, type and cardinality, and any
+        field beyond them is an extension (number >= 10000) that docs/protocol.md
+        lists (wool's own fields are never reused or retyped)."""
+        # Arrange
+        theirs = wools_service().methods_by_name[method]
+        ours = proto.IdleTime.DESCRIPTOR.file.services_by_name["Worker"].methods_by_name[method]
+        documented = PROTOCOL_DOC.read_text()
+        pairs = [(ours.input_type, theirs.input_type), (ours.output_type, theirs.output_type)]
+        for our_message, their_message in pairs:
+            # Act
+            wools = {f.number: (f.type, f.is_repeated) for f in their_message.fields}
+            kept = {n: (f.type, f.is_repeated) for n, f in our_message.fields_by_number.items()}
+            extensions = [f for f in our_message.fields if f.number not in wools]
+            # Assert
+            assert {n: kept.get(n) for n in wools} == wools, our_message.full_name
+            for field in extensions:
+                named = f"{our_message.name}.{field.name}"
+                assert field.number >= EXTENSIONS_FROM, named
+                assert f"`{named}` ({field.number}," in documented, named
