@@ -26,7 +26,7 @@ from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
 from wool_idle.autoscaler.decision_log import MAX_FIELD
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
-from wool_idle.autoscaler.sources import PrometheusSource
+from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector
 from wool_idle.autoscaler.state_file import Marks, StateFile
 from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
@@ -409,6 +409,30 @@ class TestAutoscaler:
         assert ok == [True, True]
         assert len(warnings) == 1
         assert "/metrics/exporter" in warnings[0] and "not /metrics/exporter" in warnings[0]
+
+    async def test_cycle_selector_leaving_every_worker_out_is_named(
+        self, make_autoscaler, serve_text, caplog
+    ) -> None:
+        """Given --metrics-url at a fleet whose one worker is in pool "prod", and
+        --selector pool=production (a typo), when a cycle runs, then the warning that
+        no worker is listed names the selector, not only the URL: the source does list
+        a worker, and the URL is right."""
+        # Arrange
+        url = await serve_text(
+            "# TYPE wool_worker_idle_seconds gauge\n"
+            'wool_worker_idle_seconds{worker="127.0.0.1:1",pool="prod"} 5.0\n'
+        )
+        selectors = [Selector.parse("pool=production")]
+        autoscaler = make_autoscaler(url, max_idle=1.0)
+        autoscaler.source = ExporterSource(autoscaler.source.session, url, selectors, 5.0)
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            ok = await autoscaler.cycle()
+        # Assert
+        warnings = [r.getMessage() for r in caplog.records if "lists no worker" in r.getMessage()]
+        assert ok is True
+        assert len(warnings) == 1
+        assert 'selecting {pool="production"}' in warnings[0] and "--selector" in warnings[0]
 
 
 class TestOneWorkerManyNames:

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_fd_to_metric_families
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.pushed import PUSH_TIME, PushTimes, age_since
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
-from wool_idle.autoscaler.sources.selector import Selector
+from wool_idle.autoscaler.sources.selector import Selector, selecting
 from wool_idle.autoscaler.sources.source import (
     DEFAULT_MAX_BYTES,
     SourceError,
@@ -133,7 +133,7 @@ class ExporterSource:
     ) -> None:
         self.session, self.url, self.selectors, self.timeout = session, url, selectors, timeout
         self.group_by, self.max_bytes = group_by, max_bytes
-        self.description = f"exporter {url}"
+        self.description = f"exporter {url}{selecting(selectors)}"
 
     async def read(self) -> list[Reading]:
         try:

@@ -45,7 +45,7 @@ from wool_idle.autoscaler.sources.instant_vector import (
     parse_query_responses,
     with_other_groups,
 )
-from wool_idle.autoscaler.sources.selector import Selector, promql_string
+from wool_idle.autoscaler.sources.selector import Selector, promql_string, selecting
 from wool_idle.autoscaler.sources.source import (
     CLOCK_TOLERANCE,
     DEFAULT_MAX_BYTES,
@@ -128,7 +128,9 @@ class PrometheusSource:
         self.selectors, self.alert, self.timeout = selectors, alert, timeout
         self.group_by, self.max_bytes = group_by, max_bytes
         self.alert_max_age = alert_max_age
-        self.description = f"prometheus {base_url}" + (f" alert {alert}" if alert else "")
+        self.description = f"prometheus {base_url}{selecting(selectors)}" + (
+            f" alert {alert}" if alert else ""
+        )
 
     async def read(self) -> list[Reading]:
         """The policy's series at Prometheus's now, then the other queries pinned to

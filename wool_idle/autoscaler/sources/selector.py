@@ -10,7 +10,7 @@ queries' own matchers; against an exporter they are matched here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -87,3 +87,12 @@ class Selector:
 
     def __str__(self) -> str:
         return f"{self.name}{self.op.value}{self.value}"
+
+
+def selecting(selectors: Sequence[Selector]) -> str:
+    """What a source's description adds for ``selectors``: `` selecting {a="b",...}``,
+    or nothing without any, so that a read listing no worker names what left every
+    worker out."""
+    if not selectors:
+        return ""
+    return " selecting {" + ",".join(s.promql() for s in selectors) + "}"
