@@ -255,6 +255,24 @@ class TestNamesInDocs:
         # Assert
         assert wrong == []
 
+    def test_wool_release_before_idle_is_named_alike(self) -> None:
+        """Given every doc, rule and module, then each release it names as the first
+        wool without the idle RPC (`wool < X`, `a wool worker older than X`) is the
+        same, the one wool.md's release table says first has it (0.14)."""
+        # Arrange
+        before = re.compile(r"wool\s+(?:worker\s+)?(?:<|older\s+than)\s+(\d+\.\d+)")
+        files = documents() + sorted(PACKAGE.rglob("*.py"))
+        # Act
+        named = {
+            f"{where(path, text, m.start())}: {m.group(1)}"
+            for path in files
+            for text in [path.read_text()]
+            for m in before.finditer(text)
+            if m.group(1) != "0.14"
+        }
+        # Assert
+        assert named == set()
+
 
 class TestShutdownInDocs:
     def test_worker_stop_timeout_names_the_whole_shutdown(self) -> None:

@@ -71,7 +71,7 @@ class WoolError(Exception):
 
 
 class IdleUnavailable(WoolError):
-    """The worker does not implement the idle RPC (a wool worker older than 0.15)."""
+    """The worker does not implement the idle RPC (a wool worker older than 0.14)."""
 
 
 class DispatchRejected(WoolError):

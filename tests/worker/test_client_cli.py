@@ -141,7 +141,7 @@ class TestStopCliUnconditionalWorker:
         assert "idle 900.000s, stopping it" in result.stderr
 
     async def test_stop_if_idle_for_on_a_worker_without_idle_is_held(self) -> None:
-        """Given a worker older than the idle RPC (wool < 0.15), when `wool-idle stop
+        """Given a worker older than the idle RPC (wool < 0.14), when `wool-idle stop
         --if-idle-for 10m` runs, then no stop is sent and it exits 3: the condition
         cannot be checked."""
         # Arrange

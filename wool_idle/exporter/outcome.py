@@ -64,7 +64,7 @@ class ErrorReason(StrEnum):
     DEADLINE = "deadline"
     """No answer within the scrape's budget or ``--timeout``."""
     UNIMPLEMENTED = "unimplemented"
-    """The worker predates the idle RPC (a wool worker older than 0.15)."""
+    """The worker predates the idle RPC (a wool worker older than 0.14)."""
     TLS = "tls"
     """A TLS mismatch: the TLS handshake failed (a wrong CA, a plaintext worker, a
     certificate that does not name the worker), or the worker's discovery record says
