@@ -232,6 +232,28 @@ class TestParseGroups:
         with pytest.raises(FileSdError, match="group 1: 'bad-name' is not a valid label name"):
             parse_groups(b"- targets: []\n- labels: {bad-name: x}\n", syntax="yaml")
 
+    @pytest.mark.parametrize(
+        ("data", "message"),
+        [
+            (
+                b'- targets: ["a:1"]\n  labels: {pool: a\n',
+                r"^line 3: not valid YAML: .*expected ',' or '}'",
+            ),
+            (
+                b'- targets: ["a:1"]\n  labels: {pool: a, pool: b}\n',
+                "^line 2: .*'pool' already set",
+            ),
+        ],
+    )
+    def test_parse_yaml_error_names_the_line(self, data: bytes, message: str) -> None:
+        """Given a YAML document cut inside a mapping, or with a key given twice, when
+        parsed, then the error names the line and the problem (the parser's first line
+        of text, "while parsing a flow mapping", says neither), so a long file can be
+        fixed."""
+        # Act / Assert
+        with pytest.raises(FileSdError, match=message):
+            parse_groups(data, syntax="yaml")
+
 
 class TestSyntaxOf:
     @pytest.mark.parametrize(

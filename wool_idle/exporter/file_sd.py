@@ -52,7 +52,7 @@ def parse_groups(data: bytes, *, syntax: Syntax) -> list[Group]:
     try:
         document = _load_json(data) if syntax == "json" else load_yaml(data)
     except (ValueError, yaml.YAMLError, RecursionError) as error:
-        raise FileSdError(f"not valid {syntax.upper()}: {error}".splitlines()[0]) from None
+        raise FileSdError(_not_valid(syntax, error)) from None
     if document is None:
         return []
     if not isinstance(document, list):
@@ -65,6 +65,15 @@ def parse_groups(data: bytes, *, syntax: Syntax) -> list[Group]:
         except FileSdError as error:
             raise FileSdError(f"group {index}: {error}") from None
     return groups
+
+
+def _not_valid(syntax: Syntax, error: Exception) -> str:
+    """One line saying why the document does not parse: JSON's message names the
+    line; YAML's names it on a later line, under a context ("while parsing a flow
+    mapping") that says neither where nor what, so its line and problem lead."""
+    mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None)
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    return f"{where}not valid {syntax.upper()}: {problem or error}".splitlines()[0]
 
 
 class _Object(list[tuple[str, Any]]):
