@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+import grpc
 from prometheus_client.parser import text_string_to_metric_families
+from support.generic_server import serve_worker_methods
 
+from wool_idle.proto import Void
 from wool_idle.worker import LocalWorker
 
 LINE = re.compile(r'^ts=\S+Z target=(?P<target>\S+) msg="(?P<msg>[^"]+)"(?P<facts>.*)$')
@@ -80,6 +83,32 @@ class TestDebugProbe:
         samples = [s for f in text_string_to_metric_families(metrics) for s in f.samples]
         assert [s.value for s in samples if s.name == "wool_worker_up"] == [0.0]
         assert [s for s in samples if s.name == "wool_worker_idle_seconds"] == []
+
+    async def test_debug_probe_failure_shows_the_status_and_its_message(self, exporter) -> None:
+        """Given a real gRPC server whose idle RPC answers PERMISSION_DENIED with a
+        message, when probed with debug, then the failed step shows the status and the
+        message, not only the reason `other` (which a draining worker's
+        FAILED_PRECONDITION shares): the runbooks send the operator here for it."""
+
+        # Arrange
+        async def idle(request: Void, context: grpc.aio.ServicerContext) -> Void:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "caller exporter not allowed")
+
+        handler = grpc.unary_unary_rpc_method_handler(
+            idle, request_deserializer=Void.FromString, response_serializer=Void.SerializeToString
+        )
+        server, address = await serve_worker_methods({"idle": handler})
+        try:
+            client = await exporter([], timeout=3.0)
+            # Act
+            response = await client.get("/probe", params={"target": address, "debug": "true"})
+            lines, _ = parse(await response.text())
+        finally:
+            await server.stop(0)
+        # Assert
+        failed = next(line for line in lines if line["msg"] == "Probe failed")
+        assert (failed["reason"], failed["up"]) == ("other", "1")
+        assert "PERMISSION_DENIED: caller exporter not allowed" in json.loads(failed["error"])
 
     async def test_debug_probe_target_cannot_forge_a_fact(self, exporter) -> None:
         """Given a target whose address holds blanks, quotes and ``key=value`` text (a

@@ -21,7 +21,7 @@ metadata empty): such a status counts as not up.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -31,6 +31,7 @@ from wool_idle.contract import valid_idle
 from wool_idle.exceptions import IdleUnavailable, MalformedReply, RpcError
 from wool_idle.exporter.connections import ConnectionsExhausted
 from wool_idle.exporter.target import Target
+from wool_idle.logs import bounded
 
 PEER_CODES: Final = frozenset(
     {
@@ -102,6 +103,11 @@ class ProbeResult:
     idle: float | None
     duration: float
     error: ErrorReason | None = None
+    detail: str = field(default="", compare=False)
+    """What the call raised (the status and its message), cut to a log field's length;
+    empty for an answer. ``/probe``'s debug answer shows it: ``reason`` alone does
+    not tell PERMISSION_DENIED from a draining worker's FAILED_PRECONDITION. Not part
+    of the outcome: two results that differ only in it compare equal."""
 
 
 def classify(target: Target, answer: float | BaseException, duration: float) -> ProbeResult:
@@ -117,7 +123,8 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
     if isinstance(answer, BaseException):
         reason, up = _reason(answer)
         supported = up and reason is not ErrorReason.UNIMPLEMENTED
-        return ProbeResult(target, up, supported, None, duration, reason)
+        detail = bounded(str(answer) or type(answer).__name__)
+        return ProbeResult(target, up, supported, None, duration, reason, detail)
     if valid_idle(answer):
         if target.pool_unknown:
             return ProbeResult(target, True, True, None, duration, ErrorReason.DISCOVERY_DOWN)

@@ -99,4 +99,5 @@ def _log_result(steps: _Steps, result: ProbeResult) -> None:
         up=int(result.up),
         idle_supported=int(result.supported),
         rpc_duration_seconds=result.duration,
+        **({"error": result.detail} if result.detail else {}),
     )
