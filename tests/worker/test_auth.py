@@ -71,6 +71,26 @@ class TestMethodAuthorization:
         assert stop == ("FAILED_PRECONDITION" if expected_stop == "ok" else expected_stop)
         assert not server.service.stopping.is_set()
 
+    async def test_denied_call_names_the_identity_and_the_flag(
+        self, mtls_worker, tls_material
+    ) -> None:
+        """Given the same worker, when `exporter` calls stop and dispatch, then each
+        PERMISSION_DENIED names the identity the worker read from its certificate and
+        the allow-list flag that left it out: the caller's operator sees what to fix
+        without the worker's log."""
+        # Arrange
+        server = mtls_worker
+        # Act
+        async with WorkerConnection(server.address, tls=client(tls_material, "exporter")) as c:
+            with pytest.raises(RpcError) as stop:
+                await c.stop(5.0, if_idle_for=3600.0)
+            with pytest.raises(RpcError) as dispatch:
+                await c.dispatch(echo, 1)
+        # Assert
+        assert "exporter" in stop.value.details and "--allow-stop" in stop.value.details
+        assert "exporter" in dispatch.value.details
+        assert "--allow-dispatch" in dispatch.value.details
+
     async def test_allowed_identity_stops(self, mtls_worker, tls_material) -> None:
         """Given the same worker, when `autoscaler` stops it unconditionally, then it stops."""
         # Arrange

@@ -124,7 +124,8 @@ class WorkerService:
     ) -> tuple[grpc.StatusCode, str] | None:
         """Why this stop must be refused, or None. Synchronous on purpose."""
         if not self.authorization.permits("stop", context):
-            return grpc.StatusCode.PERMISSION_DENIED, "caller may not stop this worker"
+            caller = describe(context)
+            return grpc.StatusCode.PERMISSION_DENIED, f"caller {caller} not in --allow-stop"
         if len(UnknownFieldSet(request)):  # a condition it cannot read: never a stop
             return grpc.StatusCode.INVALID_ARGUMENT, "stop carries fields this worker cannot read"
         if math.isnan(request.timeout):
@@ -201,8 +202,11 @@ class WorkerService:
     ) -> AsyncIterator[Response]:
         """Admit one task, answer Ack (or Nack), then its result or exception."""
         if not self.authorization.permits("dispatch", context):
-            log.warning("dispatch denied caller=%s", describe(context))
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "caller may not dispatch")
+            caller = describe(context)
+            log.warning("dispatch denied caller=%s", caller)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, f"caller {caller} not in --allow-dispatch"
+            )
         request = await anext(aiter(requests), None)
         if request is None:
             return
