@@ -345,6 +345,28 @@ class TestSourcesOverHttp:
             with pytest.raises(SourceError):
                 await source.read()
 
+    @pytest.mark.parametrize("kind", ["exporter", "prometheus"])
+    @pytest.mark.parametrize("status", [401, 403])
+    async def test_sources_refused_credentials_name_the_flag(
+        self, aiohttp_server, kind: str, status: int
+    ) -> None:
+        """Given a source that asks for credentials it was not given (a web config's
+        basic auth or client certificate), when read, then the SourceError names the
+        status and --http.config.file, where the credentials go."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(status=status, text="Unauthorized")
+
+        base = await serve_every_path(aiohttp_server, answer)
+        async with aiohttp.ClientSession() as session:
+            source = source_of(kind, session, base)
+            # Act
+            with pytest.raises(SourceError) as raised:
+                await source.read()
+        # Assert
+        assert f"HTTP {status}" in str(raised.value) and "--http.config.file" in str(raised.value)
+
     async def test_source_timeout(self, aiohttp_server) -> None:
         """Given a source that never answers, when read with a 0.3s timeout, then SourceError."""
 

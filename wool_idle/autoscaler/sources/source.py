@@ -125,6 +125,8 @@ async def _get(
         ) as response:
             if response.status == 404:
                 raise WrongPage(f"GET {url}: HTTP 404")
+            if response.status in (401, 403):
+                raise SourceError(f"GET {url}: HTTP {response.status} ({REFUSED})")
             if response.status != 200:
                 raise SourceError(f"GET {url}: HTTP {response.status}")
             if not _delimited(response):
@@ -136,6 +138,9 @@ async def _get(
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
 
 
+REFUSED: Final = "the credentials of --http.config.file, or none, were refused"
+"""Why a source answers 401 or 403: its web config asks for basic auth or a client
+certificate the autoscaler's HTTP client config does not give (or gives wrong)."""
 UNDELIMITED: Final = (
     "an answer with neither Content-Length nor chunked encoding: its end cannot be "
     "told from a connection cut short"
