@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from support import tasks
+from support.instant_vector import vector
 from support.pooled import settled
 from support.unix_http import socket_path
 from support.waiting import eventually_async
@@ -335,7 +336,7 @@ class TestAutoscaler:
 
         # Arrange
         class Flaky:
-            description = "flaky"
+            description, empty_hint = "flaky", "?"
             reads = 0
 
             async def read(self) -> list[Reading]:
@@ -434,6 +435,33 @@ class TestAutoscaler:
         assert len(warnings) == 1
         assert 'selecting {pool="production"}' in warnings[0] and "--selector" in warnings[0]
 
+    async def test_cycle_prometheus_listing_no_worker_asks_about_the_exporter(
+        self, make_autoscaler, aiohttp_server, caplog
+    ) -> None:
+        """Given --prometheus-url at a server with no worker series (it does not scrape
+        the exporter, or the exporter is down), when a cycle runs, then the warning
+        asks whether it scrapes the exporter, not about the exporter's pages, which no
+        --prometheus-url names."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.json_response(vector())
+
+        app = web.Application()
+        app.router.add_get("/api/v1/query", answer)
+        server = await aiohttp_server(app)
+        autoscaler = make_autoscaler("", max_idle=1.0)
+        autoscaler.source = PrometheusSource(
+            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, alert_max_age=60.0
+        )
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            ok = await autoscaler.cycle()
+        # Assert
+        warnings = [r.getMessage() for r in caplog.records if "lists no worker" in r.getMessage()]
+        assert ok is True and len(warnings) == 1
+        assert "scrape the exporter" in warnings[0] and "/metrics/exporter" not in warnings[0]
+
 
 class TestOneWorkerManyNames:
     @pytest.mark.parametrize(("min_workers", "stops"), [(1, 0), (0, 1)])
@@ -514,7 +542,7 @@ class TestOneWorkerManyNames:
 class ScriptedSource:
     """A source answering the readings a test sets (the autoscaler's own view)."""
 
-    description = "scripted"
+    description, empty_hint = "scripted", "?"
 
     def __init__(self) -> None:
         self.readings: list[Reading] = []
@@ -529,7 +557,7 @@ class SampledSource:
     takes ``delay`` seconds to answer (the rest of a Prometheus read: more queries,
     the parse)."""
 
-    description = "sampled"
+    description, empty_hint = "sampled", "?"
 
     def __init__(self, taken: dict[str, float], delay: float) -> None:
         self.taken, self.delay = taken, delay

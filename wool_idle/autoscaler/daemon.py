@@ -187,14 +187,14 @@ class Autoscaler:
     def _warn_of_no_worker(self, listed: bool) -> None:
         """Warn, once until workers are listed again, of a read that lists no worker: a
         source URL that answers other metrics (the exporter's /metrics/exporter, a
-        Prometheus server's own /metrics), or a ``--selector`` that matches no series
-        (the description names it), reads as a fleet of none."""
+        Prometheus server's own /metrics), a Prometheus server that does not scrape the
+        exporter, or a ``--selector`` that matches no series, reads as a fleet of none:
+        the source's ``empty_hint`` asks which."""
         if not listed and self._listed:
             log.warning(
-                "source %s lists no worker, so there is nothing to retire (is it the "
-                "exporter's /metrics, not /metrics/exporter, or a Prometheus server "
-                "that scrapes it? does a --selector leave every worker out?)",
+                "source %s lists no worker, so there is nothing to retire (%s)",
                 self.source.description,
+                self.source.empty_hint,
             )
         self._listed = listed
 

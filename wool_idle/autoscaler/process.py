@@ -41,7 +41,7 @@ class FirstRead:
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self.description = source.description
+        self.description, self.empty_hint = source.description, source.empty_hint
         self.succeeded = False
 
     async def read(self) -> list[Reading]:

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_fd_to_metric_families
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.pushed import PUSH_TIME, PushTimes, age_since
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, Values, keep_oldest
-from wool_idle.autoscaler.sources.selector import Selector, selecting
+from wool_idle.autoscaler.sources.selector import Selector, empty_hint, selecting
 from wool_idle.autoscaler.sources.source import (
     DEFAULT_MAX_BYTES,
     SourceError,
@@ -33,6 +33,10 @@ MAX_LINE: Final = 64 * 1024
 parser's time grows with the square of a line's length (64 MiB of escaped quotes in
 one label value: hours); capped, a body costs at most a few times a normal one."""
 
+EMPTY: Final = (
+    "is it the exporter's /metrics, not /metrics/exporter, or a Prometheus server that scrapes it"
+)
+"""What an exposition text without worker series most likely is: another page."""
 WRONG_PAGE: Final = (
     "--metrics-url is the exporter's /metrics, such as http://127.0.0.1:9478/metrics"
 )
@@ -134,6 +138,7 @@ class ExporterSource:
         self.session, self.url, self.selectors, self.timeout = session, url, selectors, timeout
         self.group_by, self.max_bytes = group_by, max_bytes
         self.description = f"exporter {url}{selecting(selectors)}"
+        self.empty_hint = empty_hint(EMPTY, selectors)
 
     async def read(self) -> list[Reading]:
         try:

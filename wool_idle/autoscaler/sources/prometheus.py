@@ -45,7 +45,12 @@ from wool_idle.autoscaler.sources.instant_vector import (
     parse_query_responses,
     with_other_groups,
 )
-from wool_idle.autoscaler.sources.selector import Selector, promql_string, selecting
+from wool_idle.autoscaler.sources.selector import (
+    Selector,
+    empty_hint,
+    promql_string,
+    selecting,
+)
 from wool_idle.autoscaler.sources.source import (
     CLOCK_TOLERANCE,
     DEFAULT_MAX_BYTES,
@@ -55,6 +60,9 @@ from wool_idle.autoscaler.sources.source import (
 )
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
 
+EMPTY: Final = "does it scrape the exporter, and is the exporter up (WoolExporterDown)"
+"""Why a Prometheus server lists no worker series: it does not scrape the exporter,
+or the exporter is down and its series are stale."""
 WRONG_PAGE: Final = "--prometheus-url is the server's base URL, such as http://prometheus:9090"
 """Said with a 404 or an HTML page from the query API: the URL names another page."""
 NO_CACHE: Final = "1"
@@ -131,6 +139,7 @@ class PrometheusSource:
         self.description = f"prometheus {base_url}{selecting(selectors)}" + (
             f" alert {alert}" if alert else ""
         )
+        self.empty_hint = empty_hint(EMPTY, selectors)
 
     async def read(self) -> list[Reading]:
         """The policy's series at Prometheus's now, then the other queries pinned to

@@ -96,3 +96,9 @@ def selecting(selectors: Sequence[Selector]) -> str:
     if not selectors:
         return ""
     return " selecting {" + ",".join(s.promql() for s in selectors) + "}"
+
+
+def empty_hint(likely: str, selectors: Sequence[Selector]) -> str:
+    """The question a read listing no worker asks: ``likely``, and, with
+    ``selectors``, whether they leave every worker out."""
+    return likely + (", or does --selector leave every worker out?" if selectors else "?")

@@ -62,6 +62,8 @@ class Source(Protocol):
     """Anything that yields this cycle's readings."""
 
     description: str
+    empty_hint: str
+    """What a read listing no worker most likely means, asked in the warning."""
 
     async def read(self) -> list[Reading]:
         """One reading per worker; ``SourceError`` (and nothing else) if unusable."""
