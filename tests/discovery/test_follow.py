@@ -19,6 +19,7 @@ from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, FollowProblem
 from wool_idle.discovery.follow import Follower, WoolMissing, follower, require_wool
+from wool_idle.discovery.lan import restrict_zeroconf
 from wool_idle.discovery.local import SHARED_MEMORY, LocalAttachment, segment_name
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.logs import TextFormatter
@@ -288,6 +289,24 @@ class TestFollower:
             # Assert
             assert each.errors[FollowProblem.FAILED] >= 3
             assert not each.up and each.records == {}
+
+    async def test_run_lan_interface_not_up_names_the_flag(self, monkeypatch, caplog) -> None:
+        """Given --wool-discovery.lan-interface set to an address no interface has, when
+        the LAN discovery is followed, then its `failed` warning names the flag and the
+        address, not only the OS's `No such device`."""
+        # Arrange
+        import wool.runtime.discovery.lan as wool_lan
+
+        monkeypatch.setattr(wool_lan, "AsyncZeroconf", wool_lan.AsyncZeroconf)  # restored
+        restrict_zeroconf(["192.0.2.123"])
+        spec = DiscoverySpec.parse("lan:unit-no-interface-named")
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.discovery.follow"):
+            async with running(follower(spec, poll_interval=POLL)) as each:
+                await settled(lambda: each.errors[FollowProblem.FAILED] >= 1)
+        # Assert
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("--wool-discovery.lan-interface 192.0.2.123" in m for m in messages)
 
 
 class TestRequireWool:

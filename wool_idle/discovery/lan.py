@@ -25,9 +25,22 @@ def restrict_zeroconf(interfaces: Sequence[str]) -> None:
     """Make every ``LanDiscovery`` of this process use zeroconf on ``interfaces`` only
     (IP addresses of local interfaces), in both directions."""
     import wool.runtime.discovery.lan as wool_lan
+
+    wool_lan.AsyncZeroconf = functools.partial(_zeroconf_on, interfaces=list(interfaces))
+
+
+def _zeroconf_on(*args: Any, interfaces: list[str], **kwargs: Any) -> Any:
+    """zeroconf's ``AsyncZeroconf`` on ``interfaces``; the ``OSError`` of an address no
+    interface has (the OS says only "No such device") names the flag that chose it."""
     from zeroconf.asyncio import AsyncZeroconf
 
-    wool_lan.AsyncZeroconf = functools.partial(AsyncZeroconf, interfaces=list(interfaces))
+    try:
+        return AsyncZeroconf(*args, interfaces=interfaces, **kwargs)
+    except OSError as error:
+        chosen = ",".join(interfaces)
+        raise OSError(
+            error.errno, f"{error.strerror} on --wool-discovery.lan-interface {chosen}"
+        ) from None
 
 
 class LanAttachment:
