@@ -156,6 +156,22 @@ class TestStopCliUnconditionalWorker:
         assert result.returncode == 3
         assert worker.stop_requests == []
 
+    async def test_stop_if_idle_for_on_a_worker_without_idle_says_not_stopped(self) -> None:
+        """Given a worker older than the idle RPC, when `wool-idle stop --if-idle-for
+        10m` runs, then its one line of stderr says the condition cannot be checked and
+        the worker was not stopped (exit 3 is otherwise a refusal by the worker)."""
+        # Arrange
+        worker = ScriptedWorker(with_idle=False)
+        address = await worker.start()
+        # Act
+        try:
+            result = await asyncio.to_thread(run_cli, ["stop", address, "--if-idle-for", "10m"])
+        finally:
+            await worker.close()
+        # Assert
+        assert result.stderr.count("\n") == 1
+        assert "--if-idle-for" in result.stderr and "not stopped" in result.stderr
+
 
 class TestStopCliStoppingWorker:
     async def test_stop_if_idle_for_on_a_stopping_worker_exits_5_sending_no_stop(

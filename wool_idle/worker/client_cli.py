@@ -119,7 +119,8 @@ def stop_command(args: argparse.Namespace) -> int:
     With --if-idle-for, a worker that ignores the condition (a wool worker; its idle
     reply says so) is asked its idle time first: not idle long enough, or with a
     grace of 0 (a task arriving meanwhile would be cancelled), it is not stopped
-    (exit 3); else it is stopped, saying that the window was open."""
+    (exit 3), nor is one that predates the idle RPC; else it is stopped, saying that
+    the window was open."""
     tls = client_tls(args.parser, args)
     if args.timeout is not None and args.grace >= 0 and args.timeout <= args.grace:
         args.parser.error(
@@ -145,7 +146,9 @@ def stop_command(args: argparse.Namespace) -> int:
 
     try:
         held = asyncio.run(stop())
-    except (IdleUnavailable, RpcError) as error:
+    except IdleUnavailable as error:  # only --if-idle-for asks idle
+        held = f"{printable(str(error))}, so --if-idle-for cannot be checked"
+    except RpcError as error:
         return _report(error)
     if held is not None:
         print(f"wool-idle: {args.target} {IGNORES}: {held}; not stopped", file=sys.stderr)
