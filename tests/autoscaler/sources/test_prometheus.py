@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import aiohttp
@@ -23,10 +24,18 @@ from wool_idle.autoscaler.sources import (
 from wool_idle.autoscaler.sources.prometheus import groups_query
 from wool_idle.autoscaler.verdicts import Verdict
 
+RULES = {
+    "status": "success",
+    "data": {"groups": [{"name": "wool-idle", "rules": [{"name": "WoolWorkerIdle"}]}]},
+}
+"""``/api/v1/rules?type=alert`` of a server loaded with the shipped alert rules (the
+part the source reads)."""
+
 
 class FakePrometheus:
     """Prometheus's query API over real HTTP, answering scripted bodies; records the
-    ``time`` parameter of every query and every path asked."""
+    ``time`` parameter of every query and every path asked (but ``/api/v1/rules``,
+    answered ``RULES``)."""
 
     def __init__(
         self,
@@ -48,6 +57,8 @@ class FakePrometheus:
         self.paths: list[str] = []
 
     async def answer(self, request: web.Request) -> web.Response:
+        if request.path == "/api/v1/rules":
+            return web.json_response(RULES)
         self.paths.append(request.path)
         query = request.query.get("query", "")
         self.times.append(request.query.get("time"))
@@ -256,6 +267,26 @@ class TestPrometheusSource:
         # Assert
         assert prometheus.paths == ["/api/v1/query"] * 3
         assert prometheus.times == [None, repr(at), repr(at)]
+
+    @pytest.mark.parametrize(
+        ("alert", "warned"), [("WoolWorkerIdel", True), ("WoolWorkerIdle", False)]
+    )
+    async def test_read_alert_without_a_rule_is_warned_of(
+        self, aiohttp_server, caplog, alert: str, warned: bool
+    ) -> None:
+        """Given --alert naming no alerting rule of the server (a typo), when read, then
+        one warning names the alert and the rules there: its series never fire, so no
+        worker would be retired and nothing else would say why. The shipped name is
+        not warned of."""
+        # Arrange
+        prometheus = FakePrometheus(vector(*healthy("a:1", "500")), vector(), vector())
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            await prometheus.read(aiohttp_server, alert=alert)
+        # Assert
+        warnings = [r.getMessage() for r in caplog.records if "no alerting rule" in r.getMessage()]
+        assert len(warnings) == int(warned)
+        assert all(alert in w and "WoolWorkerIdle" in w for w in warnings)
 
     @pytest.mark.parametrize("behind", [25.0, -25.0, 3600.0])
     async def test_read_answer_evaluated_outside_the_read_fails(

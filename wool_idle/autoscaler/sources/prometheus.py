@@ -31,6 +31,7 @@ before it, which would make every age 30 s too young.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -59,6 +60,9 @@ from wool_idle.autoscaler.sources.source import (
     fetch,
 )
 from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, WORKER_LABEL
+from wool_idle.logs import bounded, field_value
+
+log = logging.getLogger("wool_idle.autoscaler")
 
 EMPTY: Final = "does it scrape the exporter, and is the exporter up (WoolExporterDown)"
 """Why a Prometheus server lists no worker series: it does not scrape the exporter,
@@ -140,6 +144,7 @@ class PrometheusSource:
             f" alert {alert}" if alert else ""
         )
         self.empty_hint = empty_hint(EMPTY, selectors)
+        self._rule_checked = alert is None
 
     async def read(self) -> list[Reading]:
         """The policy's series at Prometheus's now, then the other queries pinned to
@@ -166,6 +171,8 @@ class PrometheusSource:
                 f"to {received:.3f}) by more than {CLOCK_TOLERANCE:g}s: a cached answer "
                 "between, or this host's clock and Prometheus's apart (sync them)"
             )
+        if not self._rule_checked:  # after the clock check, which it would widen
+            await self._check_alert_rule()
         queries = [age_query(self.selectors)]
         if self.alert is not None:
             queries.append(alert_query(self.alert, self.alert_max_age))
@@ -194,3 +201,29 @@ class PrometheusSource:
             return readings
         firing = parse_alert_response(bodies[1])
         return [replace(r, alerting=r.worker in firing) for r in readings]
+
+    async def _check_alert_rule(self) -> None:
+        """Warn, once, when the server has no alerting rule named ``alert``: a misspelt
+        ``--alert`` matches no firing series, so no worker would ever be retired and
+        nothing would say why. Never fails the read: a server that does not list its
+        rules (a proxy allowing the query API only) is not checked."""
+        self._rule_checked = True
+        try:
+            body = await fetch(
+                self.session,
+                f"{self.base}/api/v1/rules",
+                {"type": "alert"},
+                self.timeout,
+                max_bytes=self.max_bytes,
+            )
+            names = {rule["name"] for group in body["data"]["groups"] for rule in group["rules"]}
+        except (SourceError, LookupError, TypeError):
+            return
+        if self.alert not in names:
+            log.warning(
+                "prometheus %s has no alerting rule named %s, so no worker will be retired: "
+                "is --alert spelt as the rule's name? (its alerts: %s)",
+                self.base,
+                field_value(self.alert),
+                bounded(", ".join(sorted(map(str, names))) or "none"),
+            )
