@@ -35,7 +35,7 @@ part the source reads)."""
 class FakePrometheus:
     """Prometheus's query API over real HTTP, answering scripted bodies; records the
     ``time`` parameter of every query and every path asked (but ``/api/v1/rules``,
-    answered ``RULES``)."""
+    answered ``rules``: a JSON body, or a status and text)."""
 
     def __init__(
         self,
@@ -44,7 +44,9 @@ class FakePrometheus:
         alerts: dict | None = None,
         cached: dict | None = None,
         groups: dict | None = None,
+        rules: dict | tuple[int, str] = RULES,
     ) -> None:
+        self.rules = rules
         self.bodies = {
             "values": values,
             "ages": ages,
@@ -58,7 +60,10 @@ class FakePrometheus:
 
     async def answer(self, request: web.Request) -> web.Response:
         if request.path == "/api/v1/rules":
-            return web.json_response(RULES)
+            if isinstance(self.rules, tuple):
+                status, text = self.rules
+                return web.Response(status=status, text=text, content_type="application/json")
+            return web.json_response(self.rules)
         self.paths.append(request.path)
         query = request.query.get("query", "")
         self.times.append(request.query.get("time"))
@@ -287,6 +292,35 @@ class TestPrometheusSource:
         warnings = [r.getMessage() for r in caplog.records if "no alerting rule" in r.getMessage()]
         assert len(warnings) == int(warned)
         assert all(alert in w and "WoolWorkerIdle" in w for w in warnings)
+
+    @pytest.mark.parametrize(
+        "rules",
+        [
+            (404, "404 page not found"),
+            (200, "{not json"),
+            {"status": "success", "data": None},
+            {"status": "success", "data": {"groups": {"wool-idle": []}}},
+            {"status": "success", "data": {"groups": [{"rules": [{"nom": "WoolWorkerIdel"}]}]}},
+            {"status": "success", "data": {"groups": [{"rules": [{"name": ["x"]}]}]}},
+        ],
+        ids=["404", "not-json", "no-data", "groups-not-a-list", "rule-unnamed", "name-a-list"],
+    )
+    async def test_read_alert_rules_unreadable_keeps_the_read(
+        self, aiohttp_server, caplog, rules: dict | tuple[int, str]
+    ) -> None:
+        """Given a server whose rules answer cannot be read (a proxy allowing the query
+        API only, or a malformed answer), when read with an --alert, then the read stands
+        with its readings and nothing is warned of: the check is advice, never a fault."""
+        # Arrange
+        prometheus = FakePrometheus(
+            vector(*healthy("a:1", "500")), vector(({"worker": "a:1"}, "1")), vector(), rules=rules
+        )
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            readings = await prometheus.read(aiohttp_server, alert="WoolWorkerIdle")
+        # Assert
+        assert [r.worker for r in readings] == ["a:1"]
+        assert "no alerting rule" not in caplog.text
 
     @pytest.mark.parametrize("behind", [25.0, -25.0, 3600.0])
     async def test_read_answer_evaluated_outside_the_read_fails(

@@ -150,6 +150,8 @@ class PrometheusSource:
         """The policy's series at Prometheus's now, then the other queries pinned to
         the time they were evaluated at (see the module docstring)."""
         url, limit = f"{self.base}/api/v1/query", self.max_bytes
+        if not self._rule_checked:  # before the read: it neither widens nor delays it
+            await self._check_alert_rule()
         sent = time.time()
         try:
             values = await fetch(
@@ -171,8 +173,6 @@ class PrometheusSource:
                 f"to {received:.3f}) by more than {CLOCK_TOLERANCE:g}s: a cached answer "
                 "between, or this host's clock and Prometheus's apart (sync them)"
             )
-        if not self._rule_checked:  # after the clock check, which it would widen
-            await self._check_alert_rule()
         queries = [age_query(self.selectors)]
         if self.alert is not None:
             queries.append(alert_query(self.alert, self.alert_max_age))
@@ -221,8 +221,9 @@ class PrometheusSource:
             return
         if self.alert not in names:
             log.warning(
-                "prometheus %s has no alerting rule named %s, so no worker will be retired: "
-                "is --alert spelt as the rule's name? (its alerts: %s)",
+                "prometheus %s has no alerting rule named %s: unless its ALERTS series come "
+                "from elsewhere (federation, a remote ruler), no worker will be retired; is "
+                "--alert spelt as the rule's name? (its alerts: %s)",
                 self.base,
                 field_value(self.alert),
                 bounded(", ".join(sorted(map(str, names))) or "none"),
