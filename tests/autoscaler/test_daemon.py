@@ -796,6 +796,58 @@ class TestRetirement:
         assert {d.worker: d.verdict for d in old.decisions}[crashed] is Verdict.DOWN
         assert {d.worker: d.verdict for d in fresh.decisions}[crashed] is Verdict.COOLDOWN
 
+    async def test_cycle_floor_held_by_a_worker_crashed_since_its_reading_stops_no_one(
+        self, fleet, make_autoscaler, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given two idle workers, a floor of 1 and fresh readings of both, when the
+        less idle one has crashed since its reading was taken (before the next scrape
+        of a Prometheus source), then the cycle asks it whether it answers, finds it
+        does not and keeps the other back (``min_workers``): the group's last live
+        worker is not stopped (it was, and the group was empty); once the crashed one
+        reads down, the survivor is still held by the floor."""
+        # Arrange
+        addresses = await fleet.start(2)
+        survivor, crashed = addresses
+        source = ScriptedSource()
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=1)
+        await asyncio.sleep(0.3)
+        source.readings = [Reading(survivor, 900.0, age=1.0), Reading(crashed, 800.0, age=1.0)]
+        await fleet.workers[1].kill()
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            await autoscaler.cycle()
+        source.readings[1] = replace(source.readings[1], up=False)
+        await autoscaler.cycle()
+        # Assert
+        assert [r.result for r in autoscaler.records if r.result] == []
+        assert fleet.alive(survivor)
+        assert [r.verdict for r in autoscaler.records if r.worker == survivor] == [
+            Verdict.MIN_WORKERS,
+            Verdict.MIN_WORKERS,
+        ]
+        assert "0 of the 1 workers its --min-workers 1 counts on answered now" in caplog.text
+        assert crashed in caplog.text
+
+    async def test_cycle_floor_confirmed_by_its_live_workers_stops_as_planned(
+        self, fleet, make_autoscaler
+    ) -> None:
+        """Given three idle workers and a floor of 1, all alive, when a cycle runs, then
+        the floor's workers answer and the two longest idle are stopped as planned:
+        the check holds back nothing when the floor is there."""
+        # Arrange
+        addresses = await fleet.start(3)
+        source = ScriptedSource()
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=1)
+        await asyncio.sleep(0.3)
+        source.readings = [Reading(a, 900.0 - i, age=1.0) for i, a in enumerate(addresses)]
+        # Act
+        await autoscaler.cycle()
+        # Assert (the two stops run at once: recorded as each ends)
+        assert sorted((r.worker, r.result) for r in autoscaler.records if r.result) == sorted(
+            [(addresses[0], StopResult.STOPPED), (addresses[1], StopResult.STOPPED)]
+        )
+        assert fleet.alive(addresses[2])
+
     @pytest.mark.parametrize("leave", ["once", "run"])
     async def test_leaving_waits_for_a_drain_within_the_stops_deadline(
         self, make_autoscaler, scripted, monkeypatch: pytest.MonkeyPatch, leave: str

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from wool_idle.autoscaler import floor
 from wool_idle.autoscaler.policy import (
     RETIRING_TTL,
     PolicySettings,
@@ -793,9 +794,13 @@ class TestGroupProperties:
             result = plan(readings, state, rule, now)
             # Assert
             stops = Counter(first[d.worker].group for d in result.stops)
+            holding = floor.holders(result.decisions, result.state.retiring)
             for group, count in stops.items():
                 assert count <= rule.max_stops_per_cycle
                 assert up[group] - retiring[group] - count >= rule.min_workers
+                assert len(holding.get(group, [])) >= rule.min_workers  # what floor_check asks
+            held = {w for workers in holding.values() for w in workers}
+            assert not held & {d.worker for d in result.stops}
             for decision in result.stops:
                 assert now - first_seen[decision.worker] >= rule.min_age
                 assert decision.group == first[decision.worker].group
@@ -873,7 +878,11 @@ class TestAliasProperties:
                 assert {r.group for r in labels} == {decision.group}
                 assert decision.idle == min(r.idle for r in labels)
             stops = Counter(d.group for d in result.stops)
+            holding = floor.holders(result.decisions, result.state.retiring)
             for group, count in stops.items():
                 alive = len({w for w, g in up if g == group})
                 assert alive - count >= rule.min_workers
+                held = [worker_of[w] for w in holding.get(group, [])]  # what floor_check asks
+                assert len(held) == len(set(held)) >= rule.min_workers
+                assert not set(held) & set(stopped_workers)
             state = result.state

@@ -20,6 +20,7 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 
+from wool_idle.autoscaler import floor
 from wool_idle.autoscaler.policy import Plan, PolicySettings, Reading
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 
@@ -206,11 +207,15 @@ class Model:
             out += [f"{d.worker} stopped: {why}"] if why else []
             by_group.setdefault(seen.group, []).append(d.idle or 0.0)
         alive = self.alive(view, now)
+        holding = floor.holders(plan.decisions, plan.state.retiring)  # what floor_check asks
         for group, idles in by_group.items():
             if len(idles) > rule.max_stops_per_cycle:
                 out.append(f"group {group}: {len(idles)} stops over the rate limit")
             if alive.get(group, 0) - len(idles) < rule.min_workers:
                 out.append(f"group {group}: {len(idles)} stops, {alive.get(group, 0)} alive")
+            held = {port_of(w) for w in holding.get(group or (), [])}
+            if len(held) != alive.get(group, 0) - len(idles):
+                out.append(f"group {group}: holders {sorted(held)}, not the others alive")
             for d in plan.decisions:
                 if d.verdict in held and d.group == group and (d.idle or 0.0) > min(idles):
                     out.append(f"{d.worker} held back before a worker less idle")

@@ -1,7 +1,8 @@
 """The autoscaler daemon: read, plan, act. Never overlapping, never dying of its input.
 
 A cycle reads the source (a ``SourceError`` stops no one), asks the planner
-for every worker's decision, counts and logs them, then hands the planned
+for every worker's decision, has a group that would lose a worker confirm its
+floor with its workers (``floor_check``), counts and logs them, then hands the planned
 stops to the actuator, up to ``RETIRING_AT_ONCE`` at a time (a worker that
 does not answer costs its own timeouts, not those of every stop after it),
 and keeps the books of each as it comes (``bookkeeping``: a failure to record
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import time
@@ -37,6 +39,7 @@ from wool_idle.autoscaler.actuator import (
 )
 from wool_idle.autoscaler.bookkeeping import StopBookkeeping
 from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
+from wool_idle.autoscaler.floor_check import answers, confirm_floors
 from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner, PolicyPlanner
@@ -153,6 +156,8 @@ class Autoscaler:
         for worker in self.actuator.going_on():  # retiring while it drains, however long
             self.planner.record(worker, StopResult.UNANSWERED, now)
         plan = await self.planner.plan(readings, now, read_at=read_at)
+        ask = functools.partial(answers, settings=self.action)
+        plan = await confirm_floors(plan, self.policy.min_workers, ask)
         self.metrics.retired.forget_replaced(readings, plan.state.retiring)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

@@ -6,7 +6,9 @@ and carries a fresh valid idle value (busy or idle past the rule), or says, as
 freshly, that the worker answered UNIMPLEMENTED (``unsupported``). A reading that is merely up,
 with no value, a stale value or an invalid one, holds no floor: nothing shows
 that a worker answers there now. A worker already retiring counts as gone; one
-read under several labels counts once (``aliases``).
+read under several labels counts once (``aliases``). Alive as read: a reading may be
+a scrape interval old, so before a group loses a worker the daemon asks the workers
+its floor counts on (``holders``) whether they answer now (``floor_check``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,25 @@ from typing import TYPE_CHECKING, Final
 from wool_idle.autoscaler.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from wool_idle.autoscaler.policy import Reading
+    from wool_idle.autoscaler.policy import Decision, Reading
 
 ALIVE: Final = frozenset({None, Verdict.BUSY, Verdict.NOT_ALERTING, Verdict.UNSUPPORTED})
 """The verdicts (None: a candidate) of a reading that shows its worker alive."""
+HOLDING: Final = frozenset(
+    {
+        Verdict.BUSY,
+        Verdict.NOT_ALERTING,
+        Verdict.UNSUPPORTED,
+        Verdict.WAITING,
+        Verdict.COOLDOWN,
+        Verdict.MIN_AGE,
+        Verdict.MIN_WORKERS,
+        Verdict.RATE_LIMIT,
+    }
+)
+"""The final verdicts of a worker ``room`` counted alive and the plan does not stop: an
+``ALIVE`` reading's own verdict, or a candidate's that held it back (a worker retiring
+or read under another label is not counted, whatever its verdict)."""
 
 
 def room(
@@ -57,3 +74,16 @@ def take(
             verdicts[reading.worker] = Verdict.RATE_LIMIT
         else:
             verdicts[reading.worker] = Verdict.STOP
+
+
+def holders(
+    decisions: Iterable[Decision], retiring: Container[str]
+) -> dict[tuple[str, ...], list[str]]:
+    """The workers each group's floor counts on once the plan's stops are sent, in the
+    plan's order: those ``room`` counted alive, less the stops (``retiring``: the
+    labels of workers retiring)."""
+    by_group: dict[tuple[str, ...], list[str]] = {}
+    for decision in decisions:
+        if decision.verdict in HOLDING and decision.worker not in retiring:
+            by_group.setdefault(decision.group, []).append(decision.worker)
+    return by_group

@@ -68,7 +68,8 @@ class Verdict(StrEnum):
     back up (a crashed worker restarted at its address is a new one)."""
     MIN_WORKERS = _blocking("min_workers")
     """Stopping it would leave its group (the whole fleet without ``group_by``) with
-    fewer than ``min_workers`` workers known alive (see ``floor``)."""
+    fewer than ``min_workers`` workers known alive (see ``floor``), or fewer than that
+    of the workers its floor counts on answered just now (``floor_check``)."""
     RATE_LIMIT = _blocking("rate_limit")
     """More workers of its group are due than ``max_stops_per_cycle``; longer idle
     ones go first."""
