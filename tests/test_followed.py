@@ -253,3 +253,40 @@ class TestFollowed:
         answer = await value.fresh(0.2)
         files.gate.set()
         assert answer == "v1"
+
+    def test_force_waits_for_a_running_read_then_reads(self) -> None:
+        """Given a read of the files under way on another thread (stalled), when a
+        forced read is asked for, then it waits for that one to end and reads again:
+        what it answers is of the files as they were when it was asked."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.content, files.gate = "v2", threading.Event()
+        clock.now = 2.0
+        value.current()  # starts a read, held at the gate
+        assert eventually(lambda: files.loads == 2)
+        files.content = "v3"
+        answers: list[str] = []
+        forced = threading.Thread(target=lambda: answers.append(value.force()))
+        forced.start()
+        # Act
+        files.gate.set()
+        forced.join(30)
+        # Assert
+        assert (answers, value.value, files.loads) == ([""], "v3", 3)
+
+    def test_force_bad_files_say_why_and_keep_the_last_good(self) -> None:
+        """Given files that no longer load, when a forced read runs, then it answers
+        their error and the last good value stays; mended, it answers ``""``."""
+        # Arrange
+        files, clock = Files(), Clock()
+        value = followed(files, clock)
+        files.failure = "cannot read 'a': No such file or directory"
+        # Act
+        failed = value.force()
+        kept = value.value
+        files.failure, files.content = "", "v2"
+        mended = value.force()
+        # Assert
+        assert (failed, kept) == ("cannot read 'a': No such file or directory", "v1")
+        assert (mended, value.value) == ("", "v2")

@@ -119,25 +119,40 @@ class Followed(Generic[Value]):
             self._warn_if_stalled()
             return self._value
         try:
-            self._started, self._stall_logged = self._clock(), False
-            previous = self._value
-            try:
-                fresh = self._load(previous)
-            except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
-                self._log_failure(str(error))
-                return previous
-            except Exception as error:  # a fault of ours: logged with its traceback
-                self._log_failure(f"{type(error).__name__}: {error}", exc_info=True)
-                return previous
-            self._failure = ""
-            if fresh is not previous:
-                # Said before it is used: no caller acts on files the log has not named.
-                log.info("%s reloaded: %s", self._what, self._names)
-                self._value = fresh
-            return fresh
+            self._load_now()
+            return self._value
+        finally:
+            self._lock.release()
+
+    def force(self) -> str:
+        """Load the files now, on this thread, once a reload running on another has
+        ended (a forced reload: its caller asks for the files as they are now, on a
+        thread of its own); why they did not load (the last good value kept), or
+        ``""`` when they did."""
+        with self._lock:
+            return self._load_now()
+
+    def _load_now(self) -> str:
+        """Load the files (the lock held): the value they give is taken; why they do
+        not load, or ``""``."""
+        self._started, self._stall_logged = self._clock(), False
+        previous = self._value
+        try:
+            fresh = self._load(previous)
+        except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+            self._log_failure(str(error))
+            return str(error)
+        except Exception as error:  # a fault of ours: logged with its traceback
+            self._log_failure(f"{type(error).__name__}: {error}", exc_info=True)
+            return f"{type(error).__name__}: {error}"
         finally:
             self._started = None
-            self._lock.release()
+        self._failure = ""
+        if fresh is not previous:
+            # Said before it is used: no caller acts on files the log has not named.
+            log.info("%s reloaded: %s", self._what, self._names)
+            self._value = fresh
+        return ""
 
     def _reload_then_done(self, running: Future[None]) -> None:
         try:

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from wool_idle.exporter.reload import Reloads
+from wool_idle.exporter.reload import targets_reloads
 from wool_idle.exporter.targets import TargetSet
 
 
@@ -84,17 +84,17 @@ class TestReloadHandler:
         assert [t.address for t in client.targets.all()] == ["127.0.0.1:3"]
 
 
-class TestReloads:
+class TestTargetsReloads:
     async def test_request_while_one_runs_shares_one_pending(self, tmp_path: Path, caplog) -> None:
         """Given a forced re-read requested, when 50 more are requested right after
         (a SIGHUP storm) and the file changes meanwhile, then exactly two re-reads run,
-        every request's answer is True, and the targets are the file's latest."""
+        every request's answer is that it loaded, and the targets are the file's latest."""
         # Arrange
         path = tmp_path / "targets.json"
         write_targets(path, ["127.0.0.1:1"])
         targets = TargetSet(path=str(path))
         targets.reload(force=True)
-        reloads = Reloads(targets)
+        reloads = targets_reloads(targets)
         caplog.set_level(logging.INFO, logger="wool_idle.exporter.targets")
         caplog.clear()  # the load above is logged too when an earlier test left INFO on
         # Act
@@ -106,7 +106,7 @@ class TestReloads:
         # Assert
         loads = [r for r in caplog.records if "loaded" in r.getMessage()]
         assert len(loads) == 2
-        assert answers == [True] * 51
+        assert answers == [""] * 51
         assert [t.address for t in targets.all()] == ["127.0.0.1:2"]
 
     async def test_close_cancels_running_and_pending(self, tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ class TestReloads:
         path = tmp_path / "targets.json"
         write_targets(path, ["127.0.0.1:1"])
         targets = TargetSet(path=str(path))
-        reloads = Reloads(targets)
+        reloads = targets_reloads(targets)
         running = reloads.request()
         await asyncio.sleep(0)
         pending = reloads.request()

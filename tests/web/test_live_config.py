@@ -586,3 +586,46 @@ def count_parses(monkeypatch) -> list[int]:
             "web config file back to the version in force",
             "keeping the web config loaded before",
         ]
+
+
+class TestLiveWebConfigReload:
+    async def test_reload_takes_a_version_seen_once(self, tmp_path: Path) -> None:
+        """Given a followed file rewritten with bob, when reloaded (SIGHUP, POST
+        /-/reload), then bob is in force at once, without a second look."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        path.write_text(users("alice", "bob"))
+        # Act
+        failure = await live.reload()
+        # Assert
+        assert (failure, set(live.current.users)) == ("", {"alice", "bob"})
+
+    async def test_reload_weaker_version_is_named_and_refused(self, tmp_path: Path) -> None:
+        """Given a followed file with basic auth, when it is rewritten without it and
+        reloaded, then the answer names the file and says it takes a restart, and the
+        users stay in force."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(users("alice"))
+        live = LiveWebConfig.load(str(path))
+        path.write_text("http_server_config: {http2: false}\n")
+        # Act
+        failure = await live.reload()
+        # Assert
+        assert failure.startswith(f"web config {path}: ") and "takes a restart" in failure
+        assert set(live.current.users) == {"alice"}
+
+    async def test_reload_broken_tls_files_are_named(self, tmp_path: Path, tls_material) -> None:
+        """Given a followed HTTPS config whose key file breaks, when reloaded, then the
+        answer names the key file (the config itself loaded)."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(tls_config(tmp_path, tls_material))
+        live = LiveWebConfig.load(str(path))
+        (tmp_path / "server.key").write_text("not a key\n")
+        # Act
+        failure = await live.reload()
+        # Assert
+        assert str(tmp_path / "server.key") in failure

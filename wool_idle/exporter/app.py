@@ -28,12 +28,13 @@ from prometheus_client.registry import Collector
 from wool_idle.exporter.collector import ExporterCollector, ProbeCollector
 from wool_idle.exporter.probe import AdhocProbesBusy, Prober, ProbeResult
 from wool_idle.exporter.probe_debug import debug_probe
-from wool_idle.exporter.reload import Reloads, reload_handler
+from wool_idle.exporter.reload import targets_reloads
 from wool_idle.exporter.sd import POOL_PARAM, add_sd_route
 from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.web.app import Landing, create_base_app
 from wool_idle.web.metrics import render_metrics
+from wool_idle.web.reload import Reloads, reload_handler
 from wool_idle.worker.address import parse_address
 
 SCRAPE_TIMEOUT_HEADER: Final = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -136,7 +137,8 @@ def create_app(
     app.router.add_get("/metrics/exporter", own_metrics)
     app.router.add_get("/probe", probe)
     add_sd_route(app, targets)
-    app.router.add_post("/-/reload", reload_handler(reloads or Reloads(targets)))
+    reloads = reloads or targets_reloads(targets)
+    app.router.add_post("/-/reload", reload_handler(reloads, "exporter"))
     return app
 
 

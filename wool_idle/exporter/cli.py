@@ -28,7 +28,7 @@ from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.connections import ConnectionCache
 from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
 from wool_idle.exporter.probe import Prober
-from wool_idle.exporter.reload import Reloads
+from wool_idle.exporter.reload import targets_reloads
 from wool_idle.exporter.runtime import (
     connection_budget,
     log_repeating_errors_once,
@@ -166,7 +166,7 @@ async def _serve(
     )
     if discovered.followers:
         registry.register(DiscoveryCollector(discovered.followers))
-    reloads = Reloads(targets)
+    reloads = targets_reloads(targets)
     app = create_app(targets, prober, registry, settings, reloads)
     stopped = asyncio.Event()
     refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))

@@ -8,6 +8,7 @@ Serving:
 - ``site``: serving an app on ``host:port`` or ``unix:/path``; default ports;
 - ``app``: ``/``, ``/-/healthy``, ``/-/ready`` and the landing page;
 - ``metrics``: rendering a collector as the scraper asks; ``wool_idle_build_info``.
+- ``reload``: ``POST /-/reload`` and SIGHUP, forced re-reads coalesced.
 
 Reading (the autoscaler's client):
 

@@ -25,6 +25,7 @@ invalid, a file that does not load keeps the last good config in force:
   only close the endpoints further (a header value cut short is the one thing
   taken as written);
 - at start the file is read once, as any daemon reads its configuration;
+- ``reload`` (SIGHUP, ``POST /-/reload``) reads it and its TLS files at once;
 - new TLS settings apply to new connections; open connections keep theirs;
 - the garbage of TLS handshakes that failed is collected as ``handshake_garbage``
   says.
@@ -44,7 +45,7 @@ from typing import Final
 from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
 from wool_idle.web.config import WebConfig, WebConfigError, web_config_of
-from wool_idle.web.handshake_garbage import HandshakeGarbage
+from wool_idle.web.tls_context import ContextInForce, ReloadingContext
 from wool_idle.web.weakening import weakening
 from wool_idle.worker.tls import RECHECK_INTERVAL
 
@@ -78,6 +79,8 @@ class LiveWebConfig:
         """When that version may be tried again (None: never, it is weaker)."""
         self._logged: set[str] = set()
         """The reasons logged since the last version put in force."""
+        self._lock = asyncio.Lock()
+        """Held by a look or a reload: an older version never follows a newer one."""
 
     @classmethod
     def load(
@@ -110,7 +113,7 @@ class LiveWebConfig:
         in force when it arrives. None when the config serves plain HTTP."""
         if self.current.ssl_context is None:
             return None
-        return _ContextInForce(self._tls_in_force)
+        return ContextInForce(self._tls_in_force)
 
     def _tls_in_force(self) -> ssl.SSLContext:
         context = self.current.ssl_context
@@ -133,26 +136,56 @@ class LiveWebConfig:
         """Look at the file once. A version this look and the previous one both found
         is loaded if it is not the one in force (or its retry is due): put in force
         if good and no weaker, else logged."""
+        async with self._lock:
+            content = await self._look()
+            if content is None:
+                return
+            fingerprint = _fingerprint(content)
+            settled, self._last_seen = fingerprint == self._last_seen, fingerprint
+            if not settled:
+                return
+            if fingerprint == self._failed_version and not self._retry_due():
+                return
+            await self._take(content, fingerprint)
+
+    async def reload(self) -> str:
+        """Read the file now and put its version in force if good and no weaker,
+        without a second look (SIGHUP, ``POST /-/reload``: its writer says it is
+        whole), then the TLS files of the config in force (``ReloadingContext.force``).
+        Why the file or its TLS files did not load (naming the file; what was in
+        force stays), or ``""`` when they did."""
+        async with self._lock:
+            content = await self._look()
+            if content is not None:
+                self._last_seen = _fingerprint(content)
+                await self._take(content, self._last_seen)
+        if self._failure:
+            return f"web config {self.path}: {self._failure}"
+        context = self.current.ssl_context
+        if isinstance(context, ReloadingContext):
+            return await on_daemon_thread("web config", context.force)
+        return ""
+
+    async def _look(self) -> bytes | None:
+        """The file's bytes, read on a daemon thread; None (noted) if unreadable."""
         path = self.path
         assert path is not None
         try:
-            content = await on_daemon_thread("web config", functools.partial(_read, path))
+            return await on_daemon_thread("web config", functools.partial(_read, path))
         except OSError as error:
             self._last_seen = b""
             self._refused(str(error))
-            return
-        fingerprint = _fingerprint(content)
-        settled, self._last_seen = fingerprint == self._last_seen, fingerprint
-        if not settled:
-            return
+            return None
+
+    async def _take(self, content: bytes, fingerprint: bytes) -> None:
+        """Put the version read (``content``) in force unless it is already, does not
+        load or is weaker (noted)."""
         if fingerprint == self._loaded:  # the version in force (again, after a failure)
             self._settle_failure()
             return
-        if fingerprint == self._failed_version and not self._retry_due():
-            return
         try:
             config = await on_daemon_thread(
-                "web config", functools.partial(web_config_of, content, path)
+                "web config", functools.partial(web_config_of, content, self.path or "")
             )
         except WebConfigError as error:
             self._refused(str(error), fingerprint)
@@ -166,7 +199,7 @@ class LiveWebConfig:
             return
         self.current, self._loaded = config, fingerprint
         self._settle_failure()
-        log.info("web config reloaded: %s", path)
+        log.info("web config reloaded: %s", self.path)
 
     def _retry_due(self) -> bool:
         """Whether the version refused last may be tried again."""
@@ -210,27 +243,3 @@ def _read(path: str) -> bytes:
 
 def _fingerprint(content: bytes) -> bytes:
     return hashlib.blake2b(content, digest_size=16).digest()
-
-
-class _ContextInForce(ssl.SSLContext):
-    """A server ``ssl.SSLContext`` whose connections (asyncio asks ``wrap_bio`` for
-    one per connection) use the context ``in_force`` names when they arrive."""
-
-    def __new__(cls, in_force: Callable[[], ssl.SSLContext]) -> _ContextInForce:
-        return super().__new__(cls, ssl.PROTOCOL_TLS_SERVER)
-
-    def __init__(self, in_force: Callable[[], ssl.SSLContext]) -> None:
-        self._in_force = in_force
-        self._garbage = HandshakeGarbage()
-
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
-        """A TLS connection over the context in force (``HandshakeGarbage`` counts it)."""
-        self._garbage.new_connection()
-        return self._in_force().wrap_bio(incoming, outgoing, server_side, server_hostname, session)

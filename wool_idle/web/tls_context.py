@@ -8,7 +8,11 @@ again on a thread of their own (``followed``: the event loop never waits for a
 file), and a new context is built only when their bytes changed. Files that
 cannot be loaded (missing, unparsable, a key that does not fit its certificate
 half way through a rotation) are logged once and the last good context is
-kept; only the first build, at start, fails.
+kept; only the first build, at start, fails. ``force`` reads them at once
+(SIGHUP, ``POST /-/reload``).
+
+A ``ContextInForce`` is the server context of a web config that may change: each
+connection uses the context of the config in force when it arrives.
 
 OpenSSL is never handed the operator's paths: each file is read once, checked
 to be a regular file, and OpenSSL loads an in-memory copy of those bytes
@@ -27,6 +31,7 @@ from typing import Final, NamedTuple
 
 from wool_idle.files import CONFIG_FILE_LIMIT, in_memory_file, read_regular_file
 from wool_idle.followed import Followed
+from wool_idle.web.handshake_garbage import HandshakeGarbage
 from wool_idle.web.yaml_fields import ConfigFileError, Node, error_at, text
 from wool_idle.worker.tls import RECHECK_INTERVAL
 
@@ -118,6 +123,11 @@ class ReloadingContext(ssl.SSLContext):
         own when the last one is ``RECHECK_INTERVAL`` old), or the last good one."""
         return self._built.current().context
 
+    def force(self) -> str:
+        """Read the files now, on this thread (``Followed.force``); why they did not
+        load (the last good context kept), or ``""`` when they did."""
+        return self._built.force()
+
     def wrap_bio(
         self,
         incoming: ssl.MemoryBIO,
@@ -155,6 +165,30 @@ class ReloadingContext(ssl.SSLContext):
 
             self._configure(context, opened)
         return _Built(fingerprint, context)
+
+
+class ContextInForce(ssl.SSLContext):
+    """A server ``ssl.SSLContext`` whose connections (asyncio asks ``wrap_bio`` for
+    one per connection) use the context ``in_force`` names when they arrive."""
+
+    def __new__(cls, in_force: Callable[[], ssl.SSLContext]) -> ContextInForce:
+        return super().__new__(cls, ssl.PROTOCOL_TLS_SERVER)
+
+    def __init__(self, in_force: Callable[[], ssl.SSLContext]) -> None:
+        self._in_force = in_force
+        self._garbage = HandshakeGarbage()
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        """A TLS connection over the context in force (``HandshakeGarbage`` counts it)."""
+        self._garbage.new_connection()
+        return self._in_force().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
 
 
 def _read(paths: Sequence[str]) -> Mapping[str, bytes | OSError]:

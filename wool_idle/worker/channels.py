@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import grpc
 
+from wool_idle.daemon_thread import on_daemon_thread
 from wool_idle.followed import Followed
 from wool_idle.worker.address import dial_target
 from wool_idle.worker.stubs import Stubs
@@ -117,6 +118,21 @@ class ChannelPool:
         the last good ones serve)."""
         if key.tls is not None:
             await self._files(key.tls).fresh(FRESH_WAIT)
+
+    async def force(self, tls: ClientTls) -> str:
+        """Read ``tls``'s files now, on a daemon thread (once a read under way has
+        ended): the channels opened after it use what they give, and the ones open
+        move, as after a change the interval found. Why they did not load (the last
+        good ones serve), or ``""`` when they did. Before any channel of ``tls``, they
+        are only loaded, to say so: the first channel reads them anyway."""
+        followed = self._tls_files.get(tls)
+        if followed is None:
+            try:
+                await on_daemon_thread("wool-idle-reload", tls.paths().load)
+            except (OSError, ValueError) as error:
+                return str(error)
+            return ""
+        return await on_daemon_thread("wool-idle-reload", followed.force)
 
     def users(self, key: ChannelKey) -> int:
         """How many connections hold a channel of ``key`` (0 when none is open)."""
