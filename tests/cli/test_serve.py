@@ -114,7 +114,7 @@ class TestServeUntilSignalHandlesEverySignal:
     async def test_serve_sighup_without_reload_is_logged_and_ignored(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """Given a daemon with nothing to reload (the worker, the autoscaler), when
+        """Given a daemon with nothing to reload (the worker), when
         SIGHUP arrives while it serves, then it is logged as ignored and the daemon
         goes on (it does not end, nor reach the handler of before)."""
         # Arrange

@@ -6,19 +6,24 @@ and the example configuration is what the CLI accepts."""
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+import bcrypt
 import pytest
 from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
+from support.waiting import eventually
 from support.worker_shutdown import worker_shutdown_at_most
 
 from wool_idle.autoscaler.actuator import STOP_REPLY_WAIT, ActionSettings
@@ -361,39 +366,22 @@ class TestReload:
             process.terminate()
             process.wait(timeout=30)
 
-    @pytest.mark.parametrize(
-        ("unit", "args"),
-        [
-            (WORKER, ["worker", "--listen", "127.0.0.1:0"]),
-            (
-                AUTOSCALER,
-                ["autoscaler", "--max-idle", "1h", "--interval", "1h", "--listen", "127.0.0.1:0",
-                 "--metrics-url", "http://127.0.0.1:9/metrics", "--dry-run"],
-            ),
-        ],
-        ids=["worker", "autoscaler"],
-    )  # fmt: skip
-    def test_sighup_is_ignored_by_a_daemon_without_exec_reload(
-        self, unit: str, args: list[str]
-    ) -> None:
-        """Given a running worker or autoscaler (nothing to reload: their TLS files are
-        re-read by themselves), when it gets SIGHUP (logrotate, a closed terminal),
-        then it logs that it ignores it and keeps serving, and SIGTERM still ends it
-        cleanly (exit 0). Their units have no ExecReload, so `systemctl reload`
-        refuses rather than pretending to reload."""
+    def test_worker_sighup_is_ignored_without_exec_reload(self) -> None:
+        """Given a running worker (nothing to reload: its TLS files are re-read by
+        themselves), when it gets SIGHUP (logrotate, a closed terminal), then it logs
+        that it ignores it and keeps serving, and SIGTERM still ends it cleanly (exit 0).
+        Its unit has no ExecReload, so `systemctl reload` refuses rather than pretending
+        to reload."""
         # Arrange
-        assert "ExecReload" not in directives(UNITS / unit)
-        process = spawn_cli(args)
+        assert "ExecReload" not in directives(UNITS / WORKER)
+        process = spawn_cli(["worker", "--listen", "127.0.0.1:0"])
         try:
             address = _ready(process)
             assert process.stderr is not None
             # Act
             process.send_signal(signal.SIGHUP)
             logged = any("SIGHUP ignored, nothing to reload" in line for line in process.stderr)
-            if unit == WORKER:
-                serving = run_cli(["idle", address]).returncode == 0
-            else:
-                serving = fetch(address.replace("/metrics", "/-/healthy")) == "OK\n"
+            serving = run_cli(["idle", address]).returncode == 0
             process.terminate()
             status = process.wait(timeout=60)
         finally:
@@ -402,3 +390,50 @@ class TestReload:
                 process.wait(timeout=30)
         # Assert
         assert (logged, serving, status) == (True, True, 0)
+
+    def test_autoscaler_sighup_rereads_its_web_config(self, tmp_path: Path) -> None:
+        """Given a running autoscaler whose web config gains user bob, when it gets
+        SIGHUP (the unit's ExecReload), then it logs that it read every followed file
+        again, bob is let in, and it keeps serving."""
+        # Arrange
+        assert directives(UNITS / AUTOSCALER)["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+        web = tmp_path / "web.yml"
+        web.write_text(basic_auth_users("alice"))
+        process = spawn_cli(
+            ["autoscaler", "--max-idle", "1h", "--interval", "1h", "--listen", "127.0.0.1:0",
+             "--metrics-url", "http://127.0.0.1:9/metrics", "--dry-run",
+             "--web.config.file", str(web)]
+        )  # fmt: skip
+        lines: list[str] = []
+        try:
+            url = _ready(process)
+            threading.Thread(target=collect, args=(process, lines), daemon=True).start()
+            web.write_text(basic_auth_users("alice", "bob"))
+            # Act
+            process.send_signal(signal.SIGHUP)
+            reloaded = eventually(
+                lambda: any("every followed file read again" in line for line in lines), 60
+            )
+            request = urllib.request.Request(url.replace("/metrics", "/-/healthy"))
+            request.add_header("Authorization", "Basic " + base64.b64encode(b"bob:b").decode())
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                status = answer.status
+            # Assert
+            assert (reloaded, status, process.poll()) == (True, 200, None)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+
+
+def collect(process: subprocess.Popen[str], lines: list[str]) -> None:
+    """Append each line ``process`` writes to stderr to ``lines``, until it closes."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        lines.append(line)
+
+
+def basic_auth_users(*users: str) -> str:
+    """A web config letting ``users`` in, each with the password of its initial."""
+    hashes = (bcrypt.hashpw(user[0].encode(), bcrypt.gensalt(rounds=4)).decode() for user in users)
+    entries = "".join(f"  {user}: '{hashed}'\n" for user, hashed in zip(users, hashes, strict=True))
+    return f"basic_auth_users:\n{entries}"

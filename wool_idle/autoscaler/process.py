@@ -13,6 +13,7 @@ from wool_idle.autoscaler.app import create_app
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler, exit_wait
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings, Reading
+from wool_idle.autoscaler.reload import followed_files
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
 from wool_idle.autoscaler.sources import Source
 from wool_idle.autoscaler.state_file import StateFile
@@ -24,6 +25,7 @@ from wool_idle.web.client_config import HttpClientConfig
 from wool_idle.web.client_session import http_session
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import process_registry, register_build_info
+from wool_idle.web.reload import Reloads
 from wool_idle.web.site import serve_app
 
 log = logging.getLogger("wool_idle.autoscaler")
@@ -98,12 +100,21 @@ async def run_daemon(
             policy.max_idle,
             " (dry run)" if policy.dry_run else "",
         )
-        app = create_app(autoscaler, registry, watched.not_ready)
+        reloads = Reloads(followed_files(web, http, action.tls))
+        app = create_app(autoscaler, registry, watched.not_ready, reloads)
+
+        async def until_stopped() -> None:
+            try:
+                await autoscaler.run(daemon.interval)
+            finally:
+                await reloads.close()  # a POST /-/reload it holds would hold the server
+
         return await serve_until_signal(
             "autoscaler",
             serve_app(app, daemon.web_listen_address, web, path="/metrics"),
-            lambda: autoscaler.run(daemon.interval),
+            until_stopped,
             stop=_leaving(autoscaler, "autoscaler"),
+            reload=reloads.request,
         )
 
 

@@ -1,0 +1,276 @@
+"""The autoscaler's forced re-read: ``POST /-/reload`` (and SIGHUP, see
+tests/deploy/test_systemd.py) reads every file it follows now, over real HTTPS."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import shutil
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import bcrypt
+from support.https import presented_serial
+from support.tls import CertFiles, issue
+
+from wool_idle.autoscaler.app import create_app
+from wool_idle.autoscaler.reload import followed_files
+from wool_idle.web.client_config import HttpClientConfig, load_client_config
+from wool_idle.web.live_config import LiveWebConfig
+from wool_idle.web.reload import Reloads
+from wool_idle.web.site import serve_app
+from wool_idle.worker import ClientTls
+from wool_idle.worker.channels import ChannelKey, pool
+
+ALICE = "Basic " + base64.b64encode(b"alice:a").decode()
+BOB = "Basic " + base64.b64encode(b"bob:b").decode()
+HASHES = {name: bcrypt.hashpw(pw, bcrypt.gensalt(rounds=4)).decode() for name, pw in
+          (("alice", b"a"), ("bob", b"b"))}  # fmt: skip
+NEVER = 3600.0
+"""A follow interval no test reaches: what changes, the forced re-read changed."""
+
+
+def web_config(directory: Path, tls_material, *users: str) -> Path:
+    """``web.yml`` in ``directory``: HTTPS from copies of the server files, ``users``."""
+    if not (directory / "server.crt").exists():
+        shutil.copy(tls_material.server.cert, directory / "server.crt")
+        shutil.copy(tls_material.server.key, directory / "server.key")
+    path = directory / "web.yml"
+    entries = "".join(f"  {user}: '{HASHES[user]}'\n" for user in users)
+    path.write_text(
+        "tls_server_config: {cert_file: server.crt, key_file: server.key}\n"
+        f"basic_auth_users:\n{entries}"
+    )
+    return path
+
+
+@contextlib.asynccontextmanager
+async def served(
+    make_autoscaler,
+    web: LiveWebConfig,
+    http: HttpClientConfig | None = None,
+    tls: ClientTls | None = None,
+) -> AsyncIterator[str]:
+    """The autoscaler's app behind ``web``; its base URL."""
+    autoscaler = make_autoscaler("http://127.0.0.1:9/metrics", max_idle=60.0)
+    reloads = Reloads(followed_files(web, http or HttpClientConfig(), tls))
+    app = create_app(autoscaler, autoscaler.registry, lambda: None, reloads)
+    try:
+        async with serve_app(app, "127.0.0.1:0", web) as url:
+            yield url
+    finally:
+        await reloads.close()
+
+
+async def ask(
+    url: str, tls_material, method: str = "GET", auth: str | None = ALICE
+) -> tuple[int, str]:
+    """``method`` ``url`` over HTTPS (verified by the test CA) with ``auth``, an
+    ``Authorization`` header."""
+    client = ssl.create_default_context(cafile=tls_material.ca)
+    headers = {} if auth is None else {"Authorization": auth}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method, url, headers=headers, ssl=client, server_hostname="localhost"
+        ) as answer,
+    ):
+        return answer.status, await answer.text()
+
+
+class TestReloadEndpoint:
+    async def test_post_takes_a_new_user_at_once(
+        self, make_autoscaler, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an autoscaler over HTTPS whose web config gains user bob (and that would
+        not look at it for an hour), when alice POSTs /-/reload, then 200 and bob is let in."""
+        # Arrange
+        path = web_config(tmp_path, tls_material, "alice")
+        web = LiveWebConfig.load(str(path), interval=NEVER)
+        async with served(make_autoscaler, web) as url:
+            web_config(tmp_path, tls_material, "alice", "bob")
+            before, _ = await ask(f"{url}/metrics", tls_material, auth=BOB)
+            # Act
+            reloaded = await ask(f"{url}/-/reload", tls_material, "POST")
+            after, _ = await ask(f"{url}/metrics", tls_material, auth=BOB)
+        # Assert
+        assert (before, reloaded, after) == (401, (200, "OK\n"), 200)
+
+    async def test_post_broken_web_config_is_500_naming_it_and_keeps_the_last_good(
+        self, make_autoscaler, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an autoscaler whose web config is broken after start, when POST
+        /-/reload, then 500 with one line naming the file and the key, and alice's
+        requests are still served over the TLS in force."""
+        # Arrange
+        path = web_config(tmp_path, tls_material, "alice")
+        web = LiveWebConfig.load(str(path), interval=NEVER)
+        async with served(make_autoscaler, web) as url:
+            path.write_text(path.read_text().replace(HASHES["alice"], "not-a-hash"))
+            # Act
+            status, text = await ask(f"{url}/-/reload", tls_material, "POST")
+            kept, _ = await ask(f"{url}/metrics", tls_material)
+        # Assert
+        assert status == 500
+        assert text.startswith(f"failed to reload: web config {path}: ")
+        assert "basic_auth_users.alice" in text and text.count("\n") == 1
+        assert kept == 200
+
+    async def test_post_unauthenticated_is_refused(
+        self, make_autoscaler, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an autoscaler with basic auth whose web config gains bob, when /-/reload
+        is POSTed without credentials, then 401 and nothing is read again."""
+        # Arrange
+        path = web_config(tmp_path, tls_material, "alice")
+        web = LiveWebConfig.load(str(path), interval=NEVER)
+        async with served(make_autoscaler, web) as url:
+            web_config(tmp_path, tls_material, "alice", "bob")
+            # Act
+            status, _ = await ask(f"{url}/-/reload", tls_material, "POST", auth=None)
+        # Assert
+        assert status == 401
+        assert set(web.current.users) == {"alice"}
+
+    async def test_get_is_405_as_the_exporter_answers(
+        self, make_autoscaler, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an autoscaler whose web config gains bob, when alice GETs /-/reload,
+        then 405 (what the exporter answers) and nothing is read again."""
+        # Arrange
+        path = web_config(tmp_path, tls_material, "alice")
+        web = LiveWebConfig.load(str(path), interval=NEVER)
+        async with served(make_autoscaler, web) as url:
+            web_config(tmp_path, tls_material, "alice", "bob")
+            # Act
+            status, _ = await ask(f"{url}/-/reload", tls_material)
+        # Assert
+        assert status == 405
+        assert set(web.current.users) == {"alice"}
+
+    async def test_post_rotated_server_certificate_is_presented_at_once(
+        self, make_autoscaler, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an autoscaler over HTTPS whose certificate files are rotated, when POST
+        /-/reload answers, then the next handshake presents the new certificate."""
+        # Arrange
+        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+        files = CertFiles(str(tmp_path / "server.crt"), str(tmp_path / "server.key"))
+        async with served(make_autoscaler, web) as url:
+            rotated = issue(tls_material.ca, files, ("localhost",))
+            # Act
+            status, _ = await ask(f"{url}/-/reload", tls_material, "POST")
+            seen = await asyncio.to_thread(presented_serial, url, tls_material.ca)
+        # Assert
+        assert (status, seen) == (200, rotated)
+
+    async def test_post_burst_is_coalesced(
+        self, make_autoscaler, tmp_path: Path, tls_material, caplog
+    ) -> None:
+        """Given an autoscaler, when 20 POST /-/reload arrive at once, then all get 200
+        and the files are read at most twice (one re-read running, one pending shared
+        by the rest)."""
+        # Arrange
+        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+        caplog.set_level(logging.INFO, logger="wool_idle.autoscaler.reload")
+        async with served(make_autoscaler, web) as url:
+            # Act
+            answers = await asyncio.gather(
+                *(ask(f"{url}/-/reload", tls_material, "POST") for _ in range(20))
+            )
+        # Assert
+        assert [status for status, _ in answers] == [200] * 20
+        rereads = [r for r in caplog.records if "every followed file" in r.getMessage()]
+        assert 1 <= len(rereads) <= 2
+
+
+def client_config(directory: Path, tls_material) -> Path:
+    """``http.yml`` in ``directory``: basic auth with a password file, and a CA file."""
+    shutil.copy(tls_material.ca, directory / "ca.crt")
+    (directory / "password").write_text("secret\n")
+    path = directory / "http.yml"
+    path.write_text(
+        "basic_auth: {username: autoscaler, password_file: password}\n"
+        "tls_config: {ca_file: ca.crt}\n"
+    )
+    return path
+
+
+def client_tls(directory: Path, tls_material) -> ClientTls:
+    """The worker client TLS of copies of the autoscaler's files in ``directory``."""
+    files = tls_material.clients["autoscaler"]
+    shutil.copy(files.cert, directory / "client.crt")
+    shutil.copy(files.key, directory / "client.key")
+    return ClientTls(
+        ca_file=tls_material.ca,
+        cert_file=str(directory / "client.crt"),
+        key_file=str(directory / "client.key"),
+    )
+
+
+class TestFollowedFiles:
+    async def test_reread_broken_client_files_are_named_and_the_others_taken(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a web config gaining bob, and an HTTP client config whose CA file and
+        password file break, when the files are read again, then one line names both,
+        and bob is in force all the same."""
+        # Arrange
+        path = web_config(tmp_path, tls_material, "alice")
+        web = LiveWebConfig.load(str(path), interval=NEVER)
+        http = load_client_config(str(client_config(tmp_path, tls_material)))
+        web_config(tmp_path, tls_material, "alice", "bob")
+        (tmp_path / "ca.crt").write_text("not a certificate\n")
+        (tmp_path / "password").unlink()
+        # Act
+        failure = await followed_files(web, http, None)()
+        # Assert
+        assert "tls_config.ca_file" in failure and str(tmp_path / "ca.crt") in failure
+        assert "basic_auth.password_file" in failure and "\n" not in failure
+        assert set(web.current.users) == {"alice", "bob"}
+
+    async def test_reread_rotated_worker_tls_moves_the_channels(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a channel to a worker over client TLS whose certificate is rotated, when
+        the files are read again, then they loaded and the channel is no longer the one
+        a connection would take (it moves to the new certificate)."""
+        # Arrange
+        tls = client_tls(tmp_path, tls_material)
+        key = ChannelKey("127.0.0.1:1", tls)
+        channel = pool().acquire(key)
+        files = CertFiles(str(tmp_path / "client.crt"), str(tmp_path / "client.key"))
+        try:
+            issue(tls_material.ca, files, ("autoscaler",))
+            # Act
+            failure = await followed_files(None, HttpClientConfig(), tls)()
+            moved = not pool().current(key, channel)
+        finally:
+            await pool().release(key, channel)
+        # Assert
+        assert (failure, moved) == ("", True)
+
+    async def test_reread_broken_worker_tls_is_named_and_the_last_good_kept(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a channel to a worker over client TLS whose key file breaks, when the
+        files are read again, then the failure names the key file and the channel stays
+        the one connections take."""
+        # Arrange
+        tls = client_tls(tmp_path, tls_material)
+        key = ChannelKey("127.0.0.1:1", tls)
+        channel = pool().acquire(key)
+        try:
+            (tmp_path / "client.key").write_text("not a key\n")
+            # Act
+            failure = await followed_files(None, HttpClientConfig(), tls)()
+            kept = pool().current(key, channel)
+        finally:
+            await pool().release(key, channel)
+        # Assert
+        assert str(tmp_path / "client.key") in failure
+        assert kept
