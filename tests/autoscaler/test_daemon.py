@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import time
@@ -25,6 +26,7 @@ from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
+from wool_idle.autoscaler.daemon import Autoscaler
 from wool_idle.autoscaler.decision_log import MAX_FIELD
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
 from wool_idle.autoscaler.sources import ExporterSource, PrometheusSource, Selector
@@ -42,6 +44,23 @@ from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import LocalWorker, WorkerConnection
 
 VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
+
+
+async def on_prometheus(make_autoscaler, aiohttp_server, body: str) -> Autoscaler:
+    """An autoscaler (max idle 1 s) reading a real HTTP server that answers every
+    Prometheus query with ``body``."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(text=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", answer)
+    server = await aiohttp_server(app)
+    autoscaler = make_autoscaler("", max_idle=1.0)
+    autoscaler.source = PrometheusSource(
+        autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, alert_max_age=60.0
+    )
+    return autoscaler
 
 
 def value(autoscaler, name: str, **labels: str) -> float:
@@ -370,16 +389,7 @@ class TestAutoscaler:
         cycle runs, then it returns False (source down) instead of raising."""
 
         # Arrange
-        async def answer(request: web.Request) -> web.Response:
-            return web.Response(text=body)
-
-        app = web.Application()
-        app.router.add_get("/api/v1/query", answer)
-        server = await aiohttp_server(app)
-        autoscaler = make_autoscaler("", max_idle=1.0)
-        autoscaler.source = PrometheusSource(
-            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, alert_max_age=60.0
-        )
+        autoscaler = await on_prometheus(make_autoscaler, aiohttp_server, body)
         # Act
         ok = await autoscaler.cycle()
         # Assert
@@ -444,16 +454,7 @@ class TestAutoscaler:
         --prometheus-url names."""
 
         # Arrange
-        async def answer(request: web.Request) -> web.Response:
-            return web.json_response(vector())
-
-        app = web.Application()
-        app.router.add_get("/api/v1/query", answer)
-        server = await aiohttp_server(app)
-        autoscaler = make_autoscaler("", max_idle=1.0)
-        autoscaler.source = PrometheusSource(
-            autoscaler.source.session, str(server.make_url("/")), [], None, 5.0, alert_max_age=60.0
-        )
+        autoscaler = await on_prometheus(make_autoscaler, aiohttp_server, json.dumps(vector()))
         # Act
         with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
             ok = await autoscaler.cycle()
