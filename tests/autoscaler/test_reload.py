@@ -4,48 +4,24 @@ tests/deploy/test_systemd.py) reads every file it follows now, over real HTTPS."
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import shutil
-import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
-import bcrypt
 from support.https import presented_serial
 from support.tls import CertFiles, issue
+from support.web_reload import BOB, HASHES, NEVER, ask, web_config
 
 from wool_idle.autoscaler.app import create_app
-from wool_idle.autoscaler.reload import followed_files
 from wool_idle.web.client_config import HttpClientConfig, load_client_config
+from wool_idle.web.followed_files import followed_files
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.reload import Reloads
 from wool_idle.web.site import serve_app
 from wool_idle.worker import ClientTls
 from wool_idle.worker.channels import ChannelKey, pool
-
-ALICE = "Basic " + base64.b64encode(b"alice:a").decode()
-BOB = "Basic " + base64.b64encode(b"bob:b").decode()
-HASHES = {name: bcrypt.hashpw(pw, bcrypt.gensalt(rounds=4)).decode() for name, pw in
-          (("alice", b"a"), ("bob", b"b"))}  # fmt: skip
-NEVER = 3600.0
-"""A follow interval no test reaches: what changes, the forced re-read changed."""
-
-
-def web_config(directory: Path, tls_material, *users: str) -> Path:
-    """``web.yml`` in ``directory``: HTTPS from copies of the server files, ``users``."""
-    if not (directory / "server.crt").exists():
-        shutil.copy(tls_material.server.cert, directory / "server.crt")
-        shutil.copy(tls_material.server.key, directory / "server.key")
-    path = directory / "web.yml"
-    entries = "".join(f"  {user}: '{HASHES[user]}'\n" for user in users)
-    path.write_text(
-        "tls_server_config: {cert_file: server.crt, key_file: server.key}\n"
-        f"basic_auth_users:\n{entries}"
-    )
-    return path
 
 
 @contextlib.asynccontextmanager
@@ -64,22 +40,6 @@ async def served(
             yield url
     finally:
         await reloads.close()
-
-
-async def ask(
-    url: str, tls_material, method: str = "GET", auth: str | None = ALICE
-) -> tuple[int, str]:
-    """``method`` ``url`` over HTTPS (verified by the test CA) with ``auth``, an
-    ``Authorization`` header."""
-    client = ssl.create_default_context(cafile=tls_material.ca)
-    headers = {} if auth is None else {"Authorization": auth}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(
-            method, url, headers=headers, ssl=client, server_hostname="localhost"
-        ) as answer,
-    ):
-        return answer.status, await answer.text()
 
 
 class TestReloadEndpoint:
@@ -176,7 +136,7 @@ class TestReloadEndpoint:
         by the rest)."""
         # Arrange
         web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
-        caplog.set_level(logging.INFO, logger="wool_idle.autoscaler.reload")
+        caplog.set_level(logging.INFO, logger="wool_idle.web.followed_files")
         async with served(make_autoscaler, web) as url:
             # Act
             answers = await asyncio.gather(

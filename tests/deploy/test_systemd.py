@@ -391,19 +391,26 @@ class TestReload:
         # Assert
         assert (logged, serving, status) == (True, True, 0)
 
-    def test_autoscaler_sighup_rereads_its_web_config(self, tmp_path: Path) -> None:
-        """Given a running autoscaler whose web config gains user bob, when it gets
-        SIGHUP (the unit's ExecReload), then it logs that it read every followed file
-        again, bob is let in, and it keeps serving."""
+    @pytest.mark.parametrize(
+        ("unit", "args"),
+        [
+            (AUTOSCALER, ["autoscaler", "--max-idle", "1h", "--interval", "1h",
+                          "--metrics-url", "http://127.0.0.1:9/metrics", "--dry-run"]),
+            (EXPORTER, ["exporter", "--target", "127.0.0.1:9"]),
+        ],
+        ids=["autoscaler", "exporter"],
+    )  # fmt: skip
+    def test_sighup_rereads_the_web_config(
+        self, tmp_path: Path, unit: str, args: list[str]
+    ) -> None:
+        """Given a running autoscaler or exporter whose web config gains user bob, when
+        it gets SIGHUP (the unit's ExecReload), then it logs that it read every followed
+        file again, bob is let in, and it keeps serving."""
         # Arrange
-        assert directives(UNITS / AUTOSCALER)["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+        assert directives(UNITS / unit)["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
         web = tmp_path / "web.yml"
         web.write_text(basic_auth_users("alice"))
-        process = spawn_cli(
-            ["autoscaler", "--max-idle", "1h", "--interval", "1h", "--listen", "127.0.0.1:0",
-             "--metrics-url", "http://127.0.0.1:9/metrics", "--dry-run",
-             "--web.config.file", str(web)]
-        )  # fmt: skip
+        process = spawn_cli([*args, "--listen", "127.0.0.1:0", "--web.config.file", str(web)])
         lines: list[str] = []
         try:
             url = _ready(process)

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from support.web_reload import BOB, HASHES, NEVER, ask, web_config
+
+from wool_idle.exporter.app import ExporterSettings, create_app
+from wool_idle.exporter.connections import ConnectionCache
+from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.reload import targets_reloads
 from wool_idle.exporter.targets import TargetSet
+from wool_idle.web.followed_files import followed_files
+from wool_idle.web.live_config import LiveWebConfig
+from wool_idle.web.metrics import process_registry
+from wool_idle.web.site import serve_app
 
 
 def write_targets(path: Path, addresses: list[str]) -> None:
@@ -82,6 +94,76 @@ class TestReloadHandler:
         loads = [r for r in caplog.records if "loaded" in r.getMessage()]
         assert 1 <= len(loads) <= 2
         assert [t.address for t in client.targets.all()] == ["127.0.0.1:3"]
+
+
+@dataclass
+class Served:
+    """An exporter over HTTPS behind a followed web config: its URL, targets and files."""
+
+    url: str
+    targets: TargetSet
+    targets_path: Path
+    web_path: Path
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path, tls_material) -> AsyncIterator[Served]:
+    """An exporter whose targets file (one target) and web config (user alice) are
+    followed, looked at again only in an hour: what changes, ``POST /-/reload`` changed."""
+    targets_path, web_path = tmp_path / "targets.json", web_config(tmp_path, tls_material, "alice")
+    write_targets(targets_path, ["127.0.0.1:1"])
+    targets = TargetSet(path=str(targets_path))
+    targets.reload(force=True)
+    web = LiveWebConfig.load(str(web_path), interval=NEVER)
+    prober = Prober(tls=None, timeout=1.0, concurrency=4, connections=ConnectionCache())
+    reloads = targets_reloads(targets, followed_files(web, None, None))
+    app = create_app(targets, prober, process_registry(), ExporterSettings(), reloads)
+    try:
+        async with serve_app(app, "127.0.0.1:0", web) as url:
+            yield Served(url, targets, targets_path, web_path)
+    finally:
+        await reloads.close()
+
+
+class TestReloadFollowedFiles:
+    async def test_post_takes_the_targets_and_a_new_web_config_user_at_once(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an exporter over HTTPS whose targets file gains a target and whose web
+        config gains user bob, when alice POSTs /-/reload, then 200, the new target is
+        scraped and bob is let in (the reload read the targets file only: bob waited
+        for the next look)."""
+        # Arrange
+        async with served(tmp_path, tls_material) as exporter:
+            write_targets(exporter.targets_path, ["127.0.0.1:1", "127.0.0.1:2"])
+            web_config(tmp_path, tls_material, "alice", "bob")
+            before, _ = await ask(f"{exporter.url}/-/healthy", tls_material, auth=BOB)
+            # Act
+            reloaded = await ask(f"{exporter.url}/-/reload", tls_material, "POST")
+            after, _ = await ask(f"{exporter.url}/-/healthy", tls_material, auth=BOB)
+        # Assert
+        assert (before, reloaded, after) == (401, (200, "OK\n"), 200)
+        assert [t.address for t in exporter.targets.all()] == ["127.0.0.1:1", "127.0.0.1:2"]
+
+    async def test_post_broken_web_config_names_it_and_still_takes_the_targets(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an exporter whose targets file changed and whose web config broke,
+        when POST /-/reload, then 500 naming the web config, the new targets taken and
+        the web config in force kept (alice still served)."""
+        # Arrange
+        async with served(tmp_path, tls_material) as exporter:
+            write_targets(exporter.targets_path, ["127.0.0.1:2"])
+            text = exporter.web_path.read_text()
+            exporter.web_path.write_text(text.replace(HASHES["alice"], "not-a-hash"))
+            # Act
+            status, answer = await ask(f"{exporter.url}/-/reload", tls_material, "POST")
+            kept, _ = await ask(f"{exporter.url}/-/healthy", tls_material)
+        # Assert
+        assert status == 500
+        assert answer.startswith(f"failed to reload: web config {exporter.web_path}: ")
+        assert kept == 200
+        assert [t.address for t in exporter.targets.all()] == ["127.0.0.1:2"]
 
 
 class TestTargetsReloads:

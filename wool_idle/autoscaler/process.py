@@ -13,7 +13,6 @@ from wool_idle.autoscaler.app import create_app
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler, exit_wait
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.policy import PolicySettings, Reading
-from wool_idle.autoscaler.reload import followed_files
 from wool_idle.autoscaler.settings import DaemonSettings, SourceSettings
 from wool_idle.autoscaler.sources import Source
 from wool_idle.autoscaler.state_file import StateFile
@@ -23,6 +22,7 @@ from wool_idle.discovery.drop import Dropper
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.web.client_config import HttpClientConfig
 from wool_idle.web.client_session import http_session
+from wool_idle.web.followed_files import followed_files
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import process_registry, register_build_info
 from wool_idle.web.reload import Reloads

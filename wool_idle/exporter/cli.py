@@ -39,6 +39,7 @@ from wool_idle.exporter.runtime import (
 from wool_idle.exporter.settings import DaemonSettings
 from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
+from wool_idle.web.followed_files import followed_files
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import process_registry, register_build_info
 from wool_idle.web.site import serve_app
@@ -166,7 +167,7 @@ async def _serve(
     )
     if discovered.followers:
         registry.register(DiscoveryCollector(discovered.followers))
-    reloads = targets_reloads(targets)
+    reloads = targets_reloads(targets, followed_files(web, None, tls))
     app = create_app(targets, prober, registry, settings, reloads)
     stopped = asyncio.Event()
     refresher = asyncio.ensure_future(targets.watch(daemon.targets_refresh))

@@ -1,9 +1,9 @@
-"""The autoscaler's forced re-read (SIGHUP, ``POST /-/reload``): every file it follows,
-read now rather than at its next look.
+"""A daemon's forced re-read (SIGHUP, ``POST /-/reload``) of the files it follows,
+read now rather than at their next look:
 
 - ``--web.config.file`` and the TLS files it names (``LiveWebConfig.reload``);
 - ``--http.config.file``'s ``tls_config`` files, and its secret file (read for
-  every request anyway: read here to say whether it can be);
+  every request anyway: read here to say whether it can be), the autoscaler's;
 - the client TLS files it dials workers with (``--tls-*``, ``ChannelPool.force``).
 
 Each that does not load keeps its last good version, the others are taken. The
@@ -27,19 +27,20 @@ log = logging.getLogger(__name__)
 
 
 def followed_files(
-    web: LiveWebConfig | None, http: HttpClientConfig, tls: ClientTls | None
+    web: LiveWebConfig | None, http: HttpClientConfig | None, tls: ClientTls | None
 ) -> Reread:
-    """The re-read of the files ``web``, ``http`` and ``tls`` name: ``""`` when all
-    loaded, else the failures, each naming its file, on one line (logged too)."""
+    """The re-read of the files ``web``, ``http`` and ``tls`` name (None: the daemon
+    has none): ``""`` when all loaded, else the failures, each naming its file, on
+    one line (logged too)."""
 
     async def reread() -> str:
         failures = []
         if web is not None and web.followed:
             failures.append(await web.reload())
-        if isinstance(http.ssl_context, ReloadingContext):
+        if http is not None and isinstance(http.ssl_context, ReloadingContext):
             failed = await on_daemon_thread("wool-idle-reload", http.ssl_context.force)
             failures.append(failed and f"--http.config.file {failed}")
-        credentials = http.credentials
+        credentials = None if http is None else http.credentials
         if credentials is not None and credentials.secret.path is not None:
             try:
                 await on_daemon_thread("wool-idle-reload", credentials.header)
