@@ -188,3 +188,19 @@ class TestConfirmFloors:
         # Assert
         assert verdicts(result)["s"] is Verdict.MIN_WORKERS
         assert "asking it for the floor failed" in caplog.text
+
+    async def test_confirm_floors_warning_bounds_a_long_group_value(self, caplog) -> None:
+        """Given a group whose label value is 20000 characters (a source's text) and
+        whose only holder does not answer, when confirmed, then the warning quotes the
+        value cut, so the line stays under the 16 KiB at which a log collector splits
+        it (the rest would read as a line the value could have forged)."""
+        # Arrange
+        group = "x" * 10_000 + "\n" + "y" * 10_000
+        plan = planned(("s", Verdict.STOP, group), ("h", Verdict.BUSY, group))
+        # Act
+        with caplog.at_level(logging.WARNING, logger="wool_idle.autoscaler"):
+            await confirm_floors(plan, 1, Asked())
+        # Assert
+        (record,) = [r for r in caplog.records if "counts on answered now" in r.getMessage()]
+        assert len(record.getMessage().encode()) < 16 * 1024
+        assert "(20001 characters)" in record.getMessage()

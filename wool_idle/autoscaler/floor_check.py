@@ -114,7 +114,7 @@ async def _confirmed(
     log.warning(
         "group %s: %d of the %d workers its --min-workers %d counts on answered now, so "
         "it loses no worker this cycle (not answering: %s)",
-        field_value(",".join(group)) if group else "(all)",
+        field_value(bounded(",".join(group))) if group else "(all)",  # a source's text
         counted,
         len(held_by),
         needed,
