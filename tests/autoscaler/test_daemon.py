@@ -42,6 +42,7 @@ from wool_idle.exporter.discovered import DiscoveredTargets
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import LocalWorker, WorkerConnection
+from wool_idle.worker.channels import ChannelKey, pool
 
 VECTOR = '{"status": "success", "data": {"resultType": "vector", "result": [%s]}}'
 
@@ -828,6 +829,33 @@ class TestRetirement:
         ]
         assert "0 of the 1 workers its --min-workers 1 counts on answered now" in caplog.text
         assert crashed in caplog.text
+
+    async def test_cycle_leaving_during_the_floor_check_stops_no_one(
+        self, fleet, make_autoscaler, scripted
+    ) -> None:
+        """Given an idle worker and, holding its group's floor of 1, a worker whose
+        idle RPC never answers (its timeout an hour), when the daemon is signalled
+        while the cycle asks that one, then the cycle ends without waiting out the
+        question (it waited its rounds of timeouts, the daemon's exit with it) and the
+        idle worker is held back, not stopped."""
+        # Arrange
+        (idle,) = await fleet.start(1)
+        hung = await scripted(hang=True)
+        source = ScriptedSource()
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=1)
+        autoscaler.action = replace(autoscaler.action, rpc_timeout=3600.0)
+        source.readings = [Reading(idle, 900.0, age=1.0), Reading(hung.address, 0.0, age=1.0)]
+        cycle = asyncio.ensure_future(autoscaler.cycle())
+        assert await eventually_async(lambda: hung.idle_calls > 0)
+        key = ChannelKey(hung.address, None, tuple(actuator_module.CHANNEL_OPTIONS))
+        assert pool().users(key) == 1  # the question, open
+        # Act
+        autoscaler.stopping.set()
+        await asyncio.wait_for(cycle, 30)
+        # Assert
+        assert fleet.alive(idle)
+        assert [(r.worker, r.verdict) for r in autoscaler.records] == [(idle, Verdict.MIN_WORKERS)]
+        assert pool().users(key) == 0  # the question's connection closed
 
     async def test_cycle_floor_confirmed_by_its_live_workers_stops_as_planned(
         self, fleet, make_autoscaler

@@ -204,3 +204,39 @@ class TestConfirmFloors:
         (record,) = [r for r in caplog.records if "counts on answered now" in r.getMessage()]
         assert len(record.getMessage().encode()) < 16 * 1024
         assert "(20001 characters)" in record.getMessage()
+
+    async def test_confirm_floors_leaving_gives_up_the_questions(self, caplog) -> None:
+        """Given a stop in each of two groups, and holders that never answer, when the
+        daemon starts leaving while they are asked, then the questions are given up
+        (cancelled, not left running) and every stop is held back: no stop starts once
+        leaving, and hung holders do not hold up the exit for their rounds."""
+        # Arrange
+        plan = planned(
+            ("x-stop", Verdict.STOP, "x"),
+            ("x-hung", Verdict.BUSY, "x"),
+            ("y-stop", Verdict.STOP, "y"),
+            ("y-hung", Verdict.BUSY, "y"),
+        )
+        leaving, asked, given_up = asyncio.Event(), asyncio.Event(), []
+
+        async def hung(worker: str) -> bool:
+            asked.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                given_up.append(worker)
+            return True
+
+        async def leave() -> None:
+            await asked.wait()
+            leaving.set()
+
+        # Act
+        with caplog.at_level(logging.INFO, logger="wool_idle.autoscaler"):
+            result, _ = await asyncio.wait_for(
+                asyncio.gather(confirm_floors(plan, 1, hung, leaving), leave()), 30
+            )
+        # Assert
+        assert verdicts(result)["x-stop"] is verdicts(result)["y-stop"] is Verdict.MIN_WORKERS
+        assert sorted(given_up) == ["x-hung", "y-hung"]
+        assert "floors left unconfirmed" in caplog.text

@@ -157,7 +157,7 @@ class Autoscaler:
             self.planner.record(worker, StopResult.UNANSWERED, now)
         plan = await self.planner.plan(readings, now, read_at=read_at)
         ask = functools.partial(answers, settings=self.action)
-        plan = await confirm_floors(plan, self.policy.min_workers, ask)
+        plan = await confirm_floors(plan, self.policy.min_workers, ask, self.stopping)
         self.metrics.retired.forget_replaced(readings, plan.state.retiring)
         self.metrics.candidates.set(plan.candidates)
         for decision in plan.decisions:

@@ -60,10 +60,14 @@ async def answers(worker: str, settings: ActionSettings) -> bool:
     return valid_idle(report.seconds)
 
 
-async def confirm_floors(plan: Plan, min_workers: int, ask: Answers) -> Plan:
+async def confirm_floors(
+    plan: Plan, min_workers: int, ask: Answers, leaving: asyncio.Event | None = None
+) -> Plan:
     """``plan``, with every stop of a group whose holders did not confirm its floor
     now held back as ``min_workers`` (logged). Raises nothing but cancellation: an
-    ``ask`` that raises counts as a holder not answering."""
+    ``ask`` that raises counts as a holder not answering. Once ``leaving`` is set (the
+    daemon shutting down: it starts no stop), the questions still open are given up
+    and every stop is held back: hung holders never hold up the exit."""
     stops = plan.stops
     if not stops or min_workers == 0:
         return plan
@@ -79,10 +83,15 @@ async def confirm_floors(plan: Plan, min_workers: int, ask: Answers) -> Plan:
                 return False
 
     groups = list(dict.fromkeys(d.group for d in stops))
-    confirmed = await asyncio.gather(
-        *(_confirmed(g, by_group.get(g, []), min_workers, asked) for g in groups)
+    checks = (_confirmed(g, by_group.get(g, []), min_workers, asked) for g in groups)
+    confirmed = await _unless(leaving, asyncio.gather(*checks))
+    if confirmed is None:
+        log.info("shutting down: floors left unconfirmed, no worker stopped this cycle")
+    unconfirmed = (
+        set(groups)
+        if confirmed is None
+        else {g for g, ok in zip(groups, confirmed, strict=True) if not ok}
     )
-    unconfirmed = {g for g, ok in zip(groups, confirmed, strict=True) if not ok}
     if not unconfirmed:
         return plan
     return replace(
@@ -94,6 +103,25 @@ async def confirm_floors(plan: Plan, min_workers: int, ask: Answers) -> Plan:
             for d in plan.decisions
         ),
     )
+
+
+async def _unless(
+    leaving: asyncio.Event | None, checks: Awaitable[list[bool]]
+) -> list[bool] | None:
+    """What ``checks`` come to, or None (and ``checks`` cancelled) if ``leaving`` is set
+    first; ``checks`` is cancelled too when this is."""
+    work = asyncio.ensure_future(checks)
+    left = asyncio.ensure_future((leaving or asyncio.Event()).wait())
+    cut = True
+    try:
+        await asyncio.wait({work, left}, return_when=asyncio.FIRST_COMPLETED)
+        cut = not work.done()
+    finally:
+        left.cancel()
+        if cut:
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+    return None if cut else work.result()
 
 
 async def _confirmed(
