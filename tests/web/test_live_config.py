@@ -629,3 +629,22 @@ class TestLiveWebConfigReload:
         failure = await live.reload()
         # Assert
         assert str(tmp_path / "server.key") in failure
+
+    async def test_reload_broken_file_still_reads_the_tls_files_in_force(
+        self, tmp_path: Path, tls_material
+    ) -> None:
+        """Given a followed HTTPS config whose file and key file both break, when
+        reloaded, then the answer names both: the TLS files of the config in force are
+        read again though the file was refused (each file keeps its last good version,
+        the others are taken)."""
+        # Arrange
+        path = tmp_path / "web.yml"
+        path.write_text(tls_config(tmp_path, tls_material))
+        live = LiveWebConfig.load(str(path))
+        path.write_text("tls_server_config: [\n")
+        (tmp_path / "server.key").write_text("not a key\n")
+        # Act
+        failure = await live.reload()
+        # Assert
+        assert failure.startswith(f"web config {path}: ")
+        assert str(tmp_path / "server.key") in failure

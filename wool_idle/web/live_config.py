@@ -151,20 +151,19 @@ class LiveWebConfig:
     async def reload(self) -> str:
         """Read the file now and put its version in force if good and no weaker,
         without a second look (SIGHUP, ``POST /-/reload``: its writer says it is
-        whole), then the TLS files of the config in force (``ReloadingContext.force``).
-        Why the file or its TLS files did not load (naming the file; what was in
-        force stays), or ``""`` when they did."""
+        whole), then the TLS files of the config in force (``ReloadingContext.force``),
+        whether or not the file loaded. Why the file or its TLS files did not load
+        (each naming its file; what was in force stays), or ``""`` when they did."""
         async with self._lock:
             content = await self._look()
             if content is not None:
                 self._last_seen = _fingerprint(content)
                 await self._take(content, self._last_seen)
-        if self._failure:
-            return f"web config {self.path}: {self._failure}"
+        failures = [f"web config {self.path}: {self._failure}" if self._failure else ""]
         context = self.current.ssl_context
-        if isinstance(context, ReloadingContext):
-            return await on_daemon_thread("web config", context.force)
-        return ""
+        if isinstance(context, ReloadingContext):  # read even when the file was refused
+            failures.append(await on_daemon_thread("web config", context.force))
+        return "; ".join(failure for failure in failures if failure)
 
     async def _look(self) -> bytes | None:
         """The file's bytes, read on a daemon thread; None (noted) if unreadable."""
