@@ -7,11 +7,14 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+from aiohttp.typedefs import Handler, Middleware
+from aiohttp.web import Request, StreamResponse, middleware
 from support.https import presented_serial
 from support.tls import CertFiles, issue
+from support.waiting import eventually_async
 from support.web_reload import BOB, HASHES, NEVER, ask, web_config
 
 from wool_idle.autoscaler.app import create_app
@@ -30,11 +33,14 @@ async def served(
     web: LiveWebConfig,
     http: HttpClientConfig | None = None,
     tls: ClientTls | None = None,
+    middlewares: Sequence[Middleware] = (),
 ) -> AsyncIterator[str]:
-    """The autoscaler's app behind ``web``; its base URL."""
+    """The autoscaler's app behind ``web`` (``middlewares`` around its routes); its
+    base URL."""
     autoscaler = make_autoscaler("http://127.0.0.1:9/metrics", max_idle=60.0)
     reloads = Reloads(followed_files(web, http or HttpClientConfig(), tls))
     app = create_app(autoscaler, autoscaler.registry, lambda: None, reloads)
+    app.middlewares.extend(middlewares)
     try:
         async with serve_app(app, "127.0.0.1:0", web) as url:
             yield url
@@ -131,17 +137,32 @@ class TestReloadEndpoint:
     async def test_post_burst_is_coalesced(
         self, make_autoscaler, tmp_path: Path, tls_material, caplog
     ) -> None:
-        """Given an autoscaler, when 20 POST /-/reload arrive at once, then all get 200
-        and the files are read at most twice (one re-read running, one pending shared
-        by the rest)."""
+        """Given an autoscaler, when 20 POST /-/reload ask for a re-read at once (held
+        until all have arrived: 20 TLS handshakes spread out, and one that ended after
+        a re-read would ask for another), then all get 200 and the files are read at
+        most twice (one re-read running, one pending shared by the rest)."""
         # Arrange
-        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+        path = web_config(tmp_path, tls_material, "alice")
+        path.write_text("tls_server_config: {cert_file: server.crt, key_file: server.key}\n")
+        web = LiveWebConfig.load(str(path))  # no basic auth: no bcrypt thread after the hold
         caplog.set_level(logging.INFO, logger="wool_idle.web.followed_files")
-        async with served(make_autoscaler, web) as url:
+        arrived: list[str] = []
+        let_go = asyncio.Event()
+
+        @middleware
+        async def held(request: Request, handler: Handler) -> StreamResponse:
+            arrived.append(request.path)
+            await let_go.wait()  # all ask for a re-read at once, however they trickled in
+            return await handler(request)
+
+        async with served(make_autoscaler, web, middlewares=[held]) as url:
             # Act
-            answers = await asyncio.gather(
+            burst = asyncio.gather(
                 *(ask(f"{url}/-/reload", tls_material, "POST") for _ in range(20))
             )
+            assert await eventually_async(lambda: len(arrived) == 20, 60)
+            let_go.set()
+            answers = await burst
         # Assert
         assert [status for status, _ in answers] == [200] * 20
         rereads = [r for r in caplog.records if "every followed file" in r.getMessage()]
