@@ -10,6 +10,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from support.waiting import eventually_async
 from support.web_reload import BOB, HASHES, NEVER, ask, web_config
 
 from wool_idle.exporter.app import ExporterSettings, create_app
@@ -78,17 +81,31 @@ class TestReloadHandler:
     async def test_reload_burst_of_posts_costs_at_most_two_reads(
         self, exporter, tmp_path: Path, caplog
     ) -> None:
-        """Given a targets file, when 20 POST /-/reload arrive at once, then all get
-        200 and the file is parsed at most twice (one re-read running, one pending
-        shared by the rest), the last one seeing the file as it was when they arrived."""
+        """Given a targets file, when 20 POST /-/reload ask for a re-read at once (held
+        until all have arrived: one that arrived after a re-read ended would ask for
+        another), then all get 200 and the file is parsed at most twice (one re-read
+        running, one pending shared by the rest), the last one seeing the file as it
+        was when they arrived."""
         # Arrange
         path = tmp_path / "targets.json"
         write_targets(path, ["127.0.0.1:1"])
-        client = await exporter(path=str(path))
+        arrived: list[str] = []
+        let_go = asyncio.Event()
+
+        @web.middleware
+        async def held(request: web.Request, handler: Handler) -> web.StreamResponse:
+            arrived.append(request.path)
+            await let_go.wait()
+            return await handler(request)
+
+        client = await exporter(path=str(path), middlewares=[held])
         write_targets(path, ["127.0.0.1:3"])
         caplog.set_level(logging.INFO, logger="wool_idle.exporter.targets")
         # Act
-        responses = await asyncio.gather(*(client.post("/-/reload") for _ in range(20)))
+        burst = asyncio.gather(*(client.post("/-/reload") for _ in range(20)))
+        assert await eventually_async(lambda: len(arrived) == 20, 60)
+        let_go.set()
+        responses = await burst
         # Assert
         assert [r.status for r in responses] == [200] * 20
         loads = [r for r in caplog.records if "loaded" in r.getMessage()]
