@@ -187,6 +187,20 @@ class TestClassify:
         assert result.up is (code in PEER_CODES)
         assert result.up is not (code in CLIENT_MAY_SEND)
 
+    def test_classify_keeps_the_failure_text_only_when_asked(self) -> None:
+        """Given a failed call, when classified for a fan-out and for a debug probe, then
+        only the debug result carries its text (a fan-out neither builds nor keeps one
+        per failed target), and both are the same outcome."""
+        # Arrange
+        error = RpcError("idle", grpc.StatusCode.PERMISSION_DENIED, "caller x not in --allow-stop")
+        # Act
+        fanned = classify(TARGET, error, 0.1)
+        debugged = classify(TARGET, error, 0.1, detail=True)
+        # Assert
+        assert fanned.detail == ""
+        assert "caller x not in --allow-stop" in debugged.detail
+        assert fanned == debugged
+
     def test_unanswered_is_a_missed_deadline(self) -> None:
         """Given a target not heard from, then its result is down with reason deadline."""
         assert unanswered(TARGET, 1.5) == ProbeResult(

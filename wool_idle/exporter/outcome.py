@@ -104,15 +104,20 @@ class ProbeResult:
     duration: float
     error: ErrorReason | None = None
     detail: str = field(default="", compare=False)
-    """What the call raised (the status and its message), cut to a log field's length;
-    empty for an answer. ``/probe``'s debug answer shows it: ``reason`` alone does
-    not tell PERMISSION_DENIED from a draining worker's FAILED_PRECONDITION. Not part
-    of the outcome: two results that differ only in it compare equal."""
+    """What the call raised (the status and its message), cut to a log field's length,
+    when asked for (``classify``'s ``detail``); else empty. ``/probe``'s debug answer
+    shows it: ``reason`` alone does not tell PERMISSION_DENIED from a draining
+    worker's FAILED_PRECONDITION. Not part of the outcome: two results that differ
+    only in it compare equal."""
 
 
-def classify(target: Target, answer: float | BaseException, duration: float) -> ProbeResult:
+def classify(
+    target: Target, answer: float | BaseException, duration: float, *, detail: bool = False
+) -> ProbeResult:
     """The result of asking ``target``: ``answer`` is the value it reported, or what
-    the call raised; ``duration`` is how long the call took.
+    the call raised; ``duration`` is how long the call took; with ``detail``, a
+    failure keeps its text (for ``/probe``'s debug answer only: a fan-out neither
+    builds nor keeps one per failed target).
 
     ``up`` says whether the worker demonstrably answered the idle RPC (a value,
     UNIMPLEMENTED, or a status in ``PEER_CODES``); ``supported`` whether it has the
@@ -123,8 +128,8 @@ def classify(target: Target, answer: float | BaseException, duration: float) -> 
     if isinstance(answer, BaseException):
         reason, up = _reason(answer)
         supported = up and reason is not ErrorReason.UNIMPLEMENTED
-        detail = bounded(str(answer) or type(answer).__name__)
-        return ProbeResult(target, up, supported, None, duration, reason, detail)
+        text = bounded(str(answer) or type(answer).__name__) if detail else ""
+        return ProbeResult(target, up, supported, None, duration, reason, text)
     if valid_idle(answer):
         if target.pool_unknown:
             return ProbeResult(target, True, True, None, duration, ErrorReason.DISCOVERY_DOWN)

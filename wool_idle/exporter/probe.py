@@ -94,13 +94,16 @@ class Prober:
         self.configure(targets)
         return await self._rounds(targets, budget)
 
-    async def probe_adhoc(self, target: Target, deadline: float) -> ProbeResult:
+    async def probe_adhoc(
+        self, target: Target, deadline: float, *, detail: bool = False
+    ) -> ProbeResult:
         """``probe`` for ``/probe``: the configured set is left as it is, and a
-        connection opened for an unconfigured target is ad hoc (see ``connections``).
+        connection opened for an unconfigured target is ad hoc (see ``connections``);
+        ``detail`` as for ``classify``.
         ``AdhocProbesBusy`` if the target is unconfigured and the ad-hoc limit of
         such probes is in flight (see the class docstring)."""
         if self.connections.configured(target.address):
-            result = await self.probe(target, deadline, adhoc=True)
+            result = await self.probe(target, deadline, adhoc=True, detail=detail)
         elif self._adhoc_in_flight >= self.connections.adhoc_limit:
             busy = AdhocProbesBusy(
                 f"{self._adhoc_in_flight} probes of unconfigured targets or their connects"
@@ -113,7 +116,7 @@ class Prober:
             self._adhoc_in_flight += 1
             up = False
             try:
-                result = await self.probe(target, deadline, adhoc=True)
+                result = await self.probe(target, deadline, adhoc=True, detail=detail)
                 up = result.up
             finally:
                 self._free_adhoc_place(held=not up)
@@ -155,8 +158,11 @@ class Prober:
         self._took = kept
         self._announce(list(results.values()), time.monotonic() - started)
 
-    async def probe(self, target: Target, deadline: float, *, adhoc: bool = False) -> ProbeResult:
-        """Ask one target for its idle time, giving up at ``deadline`` (monotonic).
+    async def probe(
+        self, target: Target, deadline: float, *, adhoc: bool = False, detail: bool = False
+    ) -> ProbeResult:
+        """Ask one target for its idle time, giving up at ``deadline`` (monotonic);
+        ``detail`` as for ``classify``.
 
         TLS or not: a discovered worker's record decides (``Target.secure``); a
         worker that serves TLS is not dialled without client TLS (reason ``tls``).
@@ -174,7 +180,7 @@ class Prober:
             )
         except Exception as error:  # a client that cannot be made is this target's failure
             self._log_unexpected(target, error)
-            return classify(target, error, time.monotonic() - started)
+            return classify(target, error, time.monotonic() - started, detail=detail)
         # Each branch classifies at once and keeps no reference to the error: an
         # error kept in this frame forms a cycle (error, traceback, frame) that keeps
         # the failed gRPC call, and so its channel reconnecting, alive until the
@@ -187,10 +193,10 @@ class Prober:
                 if _cancelled_by_caller():
                     raise
                 # Cut off under us (its channel was closed), not cancelled by our caller.
-                result = classify(target, error, time.monotonic() - started)
+                result = classify(target, error, time.monotonic() - started, detail=detail)
             except Exception as error:
                 self._log_unexpected(target, error)
-                result = classify(target, error, time.monotonic() - started)
+                result = classify(target, error, time.monotonic() - started, detail=detail)
             else:
                 result = classify(target, seconds, time.monotonic() - started)
             healthy = result.up

@@ -70,7 +70,7 @@ async def debug_probe(
         transport="unix socket" if target.address.startswith(UNIX_PREFIX) else "tcp",
     )
     steps.log("Calling the idle RPC")
-    result = await prober.probe_adhoc(target, started + budget)
+    result = await prober.probe_adhoc(target, started + budget, detail=True)
     _log_result(steps, result)
     kept = target.address in prober.connections.open()
     steps.log("Connection kept open" if kept else "Connection closed")
