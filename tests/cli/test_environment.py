@@ -97,3 +97,28 @@ class TestMainRefusesUnreadVariables:
         assert exited.value.code == 2
         assert "unknown environment variable" not in err
         assert "--web.config.check: needs --web.config.file" in err
+
+    @pytest.mark.parametrize(
+        ("name", "flag"), [("WOOL_IDLE_VERSION", "--version"), ("WOOL_IDLE_HELP", "--help")]
+    )
+    def test_main_version_or_help_variable_says_command_line_only(
+        self,
+        name: str,
+        flag: str,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """Given WOOL_IDLE_VERSION or WOOL_IDLE_HELP set, when a daemon parses its flags,
+        then it exits 2 naming the variable and saying its flag is read from the
+        command line only, as every other flag without a variable does."""
+        # Arrange
+        monkeypatch.setenv(name, "1")
+        # Act
+        with pytest.raises(SystemExit) as exited:
+            main(SCALE_ONCE)
+        # Assert
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"wool-idle: error: unknown environment variable (no subcommand reads it): {name} "
+            f"({flag} is read from the command line only)"
+        ]

@@ -152,9 +152,8 @@ class Parser(argparse.ArgumentParser):
         flags = [flag for parser in self.subcommands.values() for flag in parser.flags]
         known = {flag.variable for flag in flags if flag.variable}
         command_line_only = {
-            environment_variable(flag.name): f"{flag.name} is read from the command line only"
-            for flag in flags
-            if not flag.variable
+            environment_variable(name): f"{name} is read from the command line only"
+            for name in ("--version", "--help", *(f.name for f in flags if not f.variable))
         }
         message = unread_variables(os.environ, known, command_line_only)
         if message:
