@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.prometheus import SHIPPED_WORKER_JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "dashboards" / "prometheus"
@@ -39,10 +40,26 @@ class TestAlertRules:
         result = promtool("test", "rules", "alerts_test.yml")
         assert result.returncode == 0, result.stdout + result.stderr
 
-    def test_promtool_check_example_config(self) -> None:
-        """Given the example prometheus.yml, when promtool checks it, then it passes."""
-        result = promtool("check", "config", "prometheus.yml")
+    @pytest.mark.parametrize("name", sorted(SHIPPED_WORKER_JOBS))
+    def test_promtool_check_example_config(self, name: str) -> None:
+        """Given an example Prometheus config, when promtool checks it, then it passes."""
+        result = promtool("check", "config", name)
         assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_example_configs_are_every_mode_once(self) -> None:
+        """Given the example Prometheus configs, then there is one per mode and no
+        other, each with exactly its own worker job (two jobs reading the same
+        workers make each of them ``conflicting``, and the autoscaler stops no one)."""
+        # Act
+        shipped = {
+            path.name: yaml.safe_load(path.read_text())
+            for path in PROMETHEUS_DIR.glob("prometheus*.yml")
+        }
+        # Assert
+        assert set(shipped) == set(SHIPPED_WORKER_JOBS)
+        for name, config in shipped.items():
+            jobs = {job["job_name"] for job in config["scrape_configs"]}
+            assert jobs & set(SHIPPED_WORKER_JOBS.values()) == {SHIPPED_WORKER_JOBS[name]}, name
 
     def test_alerts_present_annotated_and_linked(self) -> None:
         """Given the rules, then the fifteen alerts exist, each with summary, description

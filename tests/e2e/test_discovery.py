@@ -1,7 +1,7 @@
 """End to end: a real ``wool-idle exporter`` process following real wool 0.15.7 pools
 through wool's own discovery (``LocalDiscovery``, and ``LanDiscovery`` on loopback),
 with no target list: adds and drops are followed, series carry the pool's labels; a
-real Prometheus reads the exporter's ``/sd`` (the shipped prometheus.yml's job) and
+real Prometheus reads the exporter's ``/sd`` (the shipped prometheus-sd.yml's job) and
 scrapes ``/probe`` for each worker."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from support.wool_pools import WoolFleet
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-SHIPPED = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus" / "prometheus.yml"
+SHIPPED = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus" / "prometheus-sd.yml"
 SD_JOB = "wool-idle-sd"
 SHIPPED_EXPORTER = "127.0.0.1:9478"
 

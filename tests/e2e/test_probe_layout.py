@@ -1,5 +1,5 @@
 """End to end, ``/probe`` over the exporter's ``/sd`` on one Prometheus: the jobs the
-shipped ``prometheus.yml`` gives that mode, a real exporter and worker, and the
+shipped ``prometheus-sd.yml`` gives that mode, a real exporter and worker, and the
 shipped alert rules. The exporter being down must be alerted however long it lasts,
 including across a Prometheus restart, after which ``/sd`` cannot be read and the
 probe job has no target left."""
@@ -26,9 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus"
 EXPORTER = "127.0.0.1:9478"
-OTHER_JOBS = {"wool-idle", "wool-idle-probe", "wool-idle-autoscaler"}
-"""The jobs of prometheus.yml that are not the /sd mode's: fan-out and probe over a
-file (the other modes), and the autoscaler (not run here)."""
+NOT_RUN = "wool-idle-autoscaler"
+"""The job of prometheus-sd.yml whose target this module does not run."""
 LOOKBACK = "3s"
 """Prometheus's lookback (5 minutes by default), short: the samples read before a
 restart are gone from queries soon after it."""
@@ -36,12 +35,12 @@ FIRING = 'ALERTS{alertname="WoolExporterDown",alertstate="firing"}'
 
 
 def sd_mode_config(exporter: str) -> dict[str, Any]:
-    """The shipped prometheus.yml's jobs for /probe over /sd, at ``exporter``, every
-    interval one second."""
-    config = shipped_config(PROMETHEUS_DIR / "prometheus.yml", {EXPORTER: exporter})
+    """The shipped prometheus-sd.yml's jobs, at ``exporter``, every interval one
+    second."""
+    config = shipped_config(PROMETHEUS_DIR / "prometheus-sd.yml", {EXPORTER: exporter})
     config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
     config["scrape_configs"] = [
-        job for job in config["scrape_configs"] if job["job_name"] not in OTHER_JOBS
+        job for job in config["scrape_configs"] if job["job_name"] != NOT_RUN
     ]
     for job in config["scrape_configs"]:
         for sd in job.get("http_sd_configs", []):

@@ -31,6 +31,14 @@ def hashmod(value: str, modulus: int) -> int:
     return int.from_bytes(digest[8:], "big") % modulus
 
 
+SHIPPED_WORKER_JOBS = {
+    "prometheus.yml": "wool-idle",
+    "prometheus-probe.yml": "wool-idle-probe",
+    "prometheus-sd.yml": "wool-idle-sd",
+}
+"""Each shipped Prometheus config (one per mode) and its one job reading the workers."""
+
+
 def shipped_config(path: Path, addresses: Mapping[str, str]) -> dict[str, Any]:
     """The Prometheus config file at ``path`` with each placeholder address of
     ``addresses`` (which must all occur in it) replaced by the address it maps to."""
