@@ -57,6 +57,10 @@ DISCOVERY_WORKERS: Final = "wool_exporter_discovery_workers"
 DISCOVERY_ERRORS: Final = "wool_exporter_discovery_errors"
 """A counter (``_total``) of the discovery's problems, by ``reason``: failed attempts to
 follow it, and records skipped (a bad address, labels that are not UTF-8)."""
+DISCOVERY_REPLACEMENTS: Final = "wool_exporter_discovery_replacements"
+"""A counter (``_total``) of the times a ``local`` discovery's namespace was created
+again by a new owner (its holder restarted) after the exporter had attached to it:
+pools still attached to the old namespace serve on, unlisted."""
 RETIRED_TIMESTAMP: Final = "wool_autoscaler_retired_timestamp_seconds"
 """On the autoscaler's ``/metrics``: Unix time at which it stopped the worker
 (label ``worker``, plus the worker's ``--group-by`` labels); the alert rules

@@ -159,6 +159,55 @@ class TestFollower:
                 assert addresses(each) == {"127.0.0.1:5002"}
                 assert each.up
 
+    async def test_run_replaced_namespace_counted_and_warned_once(
+        self, namespace: str, caplog
+    ) -> None:
+        """Given a followed namespace with a worker whose publisher stays up (a pool
+        attached to it), when its holder leaves and a new holder creates it again, then
+        the follower counts one replacement, however many polls follow, and logs one
+        warning that names the discovery and says to restart the pools left behind."""
+        # Arrange
+        caplog.set_level(logging.INFO, logger="wool_idle.discovery")
+        owner = LocalDiscovery(namespace)
+        owner.__enter__()
+        async with running(local(namespace)) as each, publishing(namespace) as old:
+            await old.add("127.0.0.1:5001")
+            await settled(lambda: addresses(each) == {"127.0.0.1:5001"})
+            before = each.replacements
+            # Act
+            owner.__exit__(None, None, None)
+            async with held(namespace):
+                await settled(lambda: each.up and addresses(each) == set())
+                await asyncio.sleep(5 * POLL)
+                # Assert
+                assert (before, each.replacements) == (0, 1)
+        warned = [r for r in caplog.records if "created again" in r.getMessage()]
+        assert [r.levelno for r in warned] == [logging.WARNING]
+        assert f"local:{namespace}" in warned[0].getMessage()
+        assert "restart" in warned[0].getMessage()
+
+    async def test_run_same_namespace_attached_again_is_no_replacement(
+        self, namespace: str
+    ) -> None:
+        """Given a namespace nobody holds yet, when it is created and followed, then a
+        worker's record block vanishes (every read fails, the follower attaches again
+        and again to the same namespace) and the worker is dropped, then no
+        replacement is counted: only a namespace created again after one was attached
+        is."""
+        # Arrange
+        async with running(local(namespace)) as each:
+            await settled(lambda: each.errors[FollowProblem.NAMESPACE_MISSING] >= 2)
+            # Act
+            async with held(namespace) as publish:
+                lost = await publish.add("127.0.0.1:5001")
+                await settled(lambda: each.up and len(each.records) == 1)
+                SharedMemory(name=_short_hash(lost.hex)).unlink()
+                await settled(lambda: each.errors[FollowProblem.STALE_RECORD] >= 2)
+                await publish.drop(lost)
+                await settled(lambda: each.up and len(each.records) == 0)
+                # Assert
+                assert each.replacements == 0
+
     async def test_run_replaced_namespaces_keep_no_bad_records_of_old_ones(
         self, namespace: str
     ) -> None:

@@ -172,6 +172,40 @@ class TestLocalDiscovery:
         assert workers(missing) == {}
         assert own(found, "wool_exporter_discovery_up", spec) == 1
 
+    async def test_holder_restarted_replacement_counted_and_warned(self, exporters) -> None:
+        """Given an exporter following a namespace of a holder and a pool of 2, when the
+        holder is restarted while the pool keeps serving (attached to the old, now
+        unlisted namespace), then the exporter follows the new, empty namespace (up 1,
+        0 workers), counts one replacement and logs one warning that names the
+        discovery and says to restart the pools left behind."""
+        async with WoolFleet() as fleet:
+            # Arrange
+            spec = f"local:{fleet.namespace}"
+            holder = await fleet.hold()
+            pool = await fleet.serve("hot", 2)
+            exporter = DiscoveringExporter(spec)
+            exporters.append(exporter)
+            before = await exporter.until(lambda f: len(tagged(f, "hot")) == 2)
+            # Act
+            holder.terminate()
+            await holder.wait()
+            await fleet.hold()
+            after = await exporter.until(
+                lambda f: (
+                    own(f, "wool_exporter_discovery_replacements_total", spec) == 1
+                    and own(f, "wool_exporter_discovery_workers", spec) == 0
+                    and own(f, "wool_exporter_discovery_up", spec) == 1
+                )
+            )
+            serving = pool.returncode is None
+        log = exporter.stop()
+        # Assert
+        assert own(before, "wool_exporter_discovery_replacements_total", spec) == 0
+        assert workers(after) == {} and serving
+        warned = [line for line in log.splitlines() if "created again" in line]
+        assert len(warned) == 1
+        assert " WARNING " in warned[0] and spec in warned[0] and "restart" in warned[0]
+
 
 class TestLanDiscovery:
     async def test_exporter_follows_loopback_lan_pool(self, exporters) -> None:

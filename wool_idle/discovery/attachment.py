@@ -71,8 +71,10 @@ class Attachment(Protocol):
         """Seconds after subscribing by which every live worker has been announced."""
         ...
 
-    def attach(self) -> None:
-        """Check that a subscription can start now; raise (``NamespaceMissing``, ...) if not."""
+    def attach(self) -> bool:
+        """Check that a subscription can start now; raise (``NamespaceMissing``, ...) if not.
+        True when what it reads is another source than the one last attached (a
+        ``local`` namespace created again by a new owner): never at the first attach."""
         ...
 
     def subscribe(self) -> AsyncIterator[Any]:
@@ -86,3 +88,29 @@ class Attachment(Protocol):
     def problem(self, error: BaseException) -> FollowProblem:
         """What ``error``, raised by ``attach`` or the subscription, means."""
         ...
+
+
+REPLACED: Final = (
+    "its namespace was created again by a new owner (its holder restarted, or exited "
+    "and a process entered it anew); following the new one. Pools still attached to "
+    "the old namespace keep serving the clients they had, but are listed no more: "
+    "their workers are not probed nor retired, and new clients do not find them. "
+    "Check that every pool of the namespace restarted after its holder, restart those "
+    "that did not, and keep the holder up longer than every pool (runbook: "
+    "WoolExporterDiscoveryReplaced)"
+)
+"""The warning a ``Follower`` logs for a namespace created again (``Attachment.attach``)."""
+
+
+def explain(problem: FollowProblem, error: BaseException) -> str:
+    """What ``problem`` (raised as ``error``) means, for the warning a ``Follower`` logs."""
+    if problem is FollowProblem.NAMESPACE_MISSING:
+        return "the namespace does not exist (nobody holds it)"
+    if problem is FollowProblem.STALE_RECORD:
+        return (
+            f"a worker's record is gone ({error}): its publisher was killed; wool cannot "
+            "read the namespace until that worker is dropped; keeping the last known workers"
+        )
+    if problem is FollowProblem.TOO_MANY_WORKERS:
+        return f"not followed: {error} (MAX_WORKERS_FOLLOWED); keeping the last known workers"
+    return f"the subscription failed ({error!r}); keeping the last known workers"

@@ -22,7 +22,10 @@ every worker on every poll), so a change is a change. It never stops for its inp
 its settle time without failing, until it fails; ``down_since`` is None while
 up, else the monotonic time it last stopped being up (its creation, at first);
 ``read_once`` once a subscription ran its settle time or the namespace was
-found missing. ``errors`` counts ``FollowProblem``s.
+found missing. ``errors`` counts ``FollowProblem``s; ``replacements`` the sources
+attached that were another one than the last (a ``local`` namespace created again by a
+new owner: its holder restarted), each logged as a warning (``REPLACED``): the pools
+still attached to the old one serve on, unlisted.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from typing import Any, Final
 
 from wool_idle.discovery.attachment import (
     MAX_WORKERS_FOLLOWED,
+    REPLACED,
     Attachment,
     FollowProblem,
     TooManyWorkers,
+    explain,
 )
 from wool_idle.discovery.lan import LanAttachment
 from wool_idle.discovery.local import LocalAttachment
@@ -99,6 +104,7 @@ class Follower:
         self._over_limit = self.up = self.read_once = False
         self.down_since: float | None = time.monotonic()
         self.errors: Counter[FollowProblem] = Counter({problem: 0 for problem in FollowProblem})
+        self.replacements = 0
         self._attachment = attachment
         self._retry_interval = retry_interval
         self._on_change = on_change
@@ -120,10 +126,13 @@ class Follower:
     async def _attempt(self) -> None:
         """One subscription, from attaching until it fails or its source is replaced."""
         try:
-            self._attachment.attach()
+            replaced = self._attachment.attach()
         except Exception as error:
             self._failed(error)
             return
+        if replaced:
+            self.replacements += 1
+            log.warning("wool discovery %s: %s", self, REPLACED)
         loop = asyncio.get_running_loop()
         settle_at: float | None = loop.time() + self._attachment.settle
         seen: set[str] = set()
@@ -137,12 +146,12 @@ class Follower:
                     settle_at = None
                     self._settled(seen)
                 try:
-                    replaced = self._attachment.detached()
+                    changed = self._attachment.detached()
                 except Exception as error:  # its source cannot even be looked at now
                     self._failed(error)
                     return
-                if replaced:
-                    log.info("wool discovery %s: its namespace was replaced; re-attaching", self)
+                if changed:  # unlinked, or created again (counted when attached)
+                    log.debug("wool discovery %s: its namespace changed; re-attaching", self)
                     return
         finally:
             consumer.cancel()
@@ -227,7 +236,7 @@ class Follower:
             self.read_once = True
         if self._logged != (problem, str(error)):
             self._logged = (problem, str(error))
-            log.warning("wool discovery %s: %s; retrying", self, _explain(problem, error))
+            log.warning("wool discovery %s: %s; retrying", self, explain(problem, error))
 
     def _changed(self) -> None:
         if self._on_change is not None:
@@ -235,16 +244,3 @@ class Follower:
 
     def __str__(self) -> str:
         return str(self.spec)
-
-
-def _explain(problem: FollowProblem, error: BaseException) -> str:
-    if problem is FollowProblem.NAMESPACE_MISSING:
-        return "the namespace does not exist (nobody holds it)"
-    if problem is FollowProblem.STALE_RECORD:
-        return (
-            f"a worker's record is gone ({error}): its publisher was killed; wool cannot "
-            "read the namespace until that worker is dropped; keeping the last known workers"
-        )
-    if problem is FollowProblem.TOO_MANY_WORKERS:
-        return f"not followed: {error} (MAX_WORKERS_FOLLOWED); keeping the last known workers"
-    return f"the subscription failed ({error!r}); keeping the last known workers"

@@ -55,8 +55,10 @@ class LanAttachment:
         """Long enough for the answers to the first browse query."""
         return max(MIN_SETTLE, 2 * self.poll_interval)
 
-    def attach(self) -> None:
-        """Nothing to check beforehand: a namespace nobody publishes is just empty."""
+    def attach(self) -> bool:
+        """Nothing to check beforehand: a namespace nobody publishes is just empty. Never
+        replaced: a browse follows the network as it changes."""
+        return False
 
     def subscribe(self) -> AsyncIterator[Any]:
         """wool's subscriber of the namespace's service type."""

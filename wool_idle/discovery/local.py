@@ -11,7 +11,8 @@ Facts of wool 0.15 this relies on:
 - A segment unlinked by its owner stays mapped, frozen, in the processes that
   attached to it, while a newcomer creates a new one under the same name. So
   the segment's inode (``/dev/shm/<name>`` on Linux) is watched, and the
-  subscription made again when it changes.
+  subscription made again when it changes; attaching to another segment than
+  the last one is a replacement (the pools still on the old one are unlisted).
 - The owner stamps the segment's capacity (``WLD1`` and a little-endian u32) in its
   first 8 bytes; wool's every read goes through that many slots and opens the block
   of each worker listed, so a capacity over ``MAX_WORKERS_FOLLOWED`` is refused
@@ -90,19 +91,25 @@ class LocalAttachment:
         self.poll_interval = poll_interval
         self.max_workers = max_workers
         self._inode: int | None = None
+        self._attached: int | None = None  # the inode of the segment last attached
 
     @property
     def settle(self) -> float:
         """Two polls: every live worker has been announced by then."""
         return 2 * self.poll_interval
 
-    def attach(self) -> None:
+    def attach(self) -> bool:
         """Remember the segment's inode; ``NamespaceMissing`` when there is no segment,
-        ``TooManyWorkers`` when its capacity is over ``max_workers``."""
+        ``TooManyWorkers`` when its capacity is over ``max_workers``. True when it is
+        another segment than the one last attached: the namespace was created again
+        since (its owner exited, and a process entered it anew)."""
         self._inode = segment_inode(self.namespace)
         if self._inode is None:
             raise NamespaceMissing(self.namespace)
         check_capacity(self.namespace, self.max_workers)
+        replaced = self._attached not in (None, self._inode)
+        self._attached = self._inode
+        return replaced
 
     def subscribe(self) -> AsyncIterator[Any]:
         """wool's polling subscriber of the namespace (never entering ``LocalDiscovery``)."""

@@ -13,8 +13,9 @@ its pool is unknown: its idle value is withheld (``Target.pool_unknown``, reason
 within that grace (``Target.regrouped``, reason ``pool_changed``; see ``regrouped``).
 The exporter's own series, per
 discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
-``wool_exporter_discovery_workers`` and ``wool_exporter_discovery_errors_total{reason}``
-(the reasons are ``FollowProblem``).
+``wool_exporter_discovery_workers``, ``wool_exporter_discovery_errors_total{reason}``
+(the reasons are ``FollowProblem``) and ``wool_exporter_discovery_replacements_total``
+(a ``local`` namespace created again by a new owner; always 0 for ``lan``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from prometheus_client.registry import Collector
 from wool_idle.contract import (
     DISCOVERY_ERRORS,
     DISCOVERY_LABEL,
+    DISCOVERY_REPLACEMENTS,
     DISCOVERY_UP,
     DISCOVERY_WORKERS,
     NAMESPACE_LABEL,
@@ -230,10 +232,18 @@ class DiscoveryCollector(Collector):
             "Failed attempts to follow the wool discovery, and records skipped, by reason.",
             labels=[DISCOVERY_LABEL, "reason"],
         )
+        replacements = CounterMetricFamily(
+            DISCOVERY_REPLACEMENTS,
+            "Times the local namespace was created again by a new owner (its holder "
+            "restarted) after the exporter attached to it; pools left on the old one "
+            "are unlisted.",
+            labels=[DISCOVERY_LABEL],
+        )
         for each in self.followers:
             name = str(each.spec)
             up.add_metric([name], float(each.up))
             workers.add_metric([name], len(each.records))
             for problem in FollowProblem:
                 errors.add_metric([name, problem.value], each.errors[problem])
-        yield from (up, workers, errors)
+            replacements.add_metric([name], each.replacements)
+        yield from (up, workers, errors, replacements)
