@@ -62,7 +62,7 @@ class TestAlertRules:
             assert jobs & set(SHIPPED_WORKER_JOBS.values()) == {SHIPPED_WORKER_JOBS[name]}, name
 
     def test_alerts_present_annotated_and_linked(self) -> None:
-        """Given the rules, then the fifteen alerts exist, each with summary, description
+        """Given the rules, then the sixteen alerts exist, each with summary, description
         and a runbook_url into its own section of docs/operations.md (the heading is
         the alert's name), and none uses keep_firing_for."""
         # Arrange
@@ -84,6 +84,7 @@ class TestAlertRules:
             "WoolExporterFlapping",
             "WoolFederationDown",
             "WoolExporterDiscoveryDown",
+            "WoolExporterDiscoveryReplaced",
             "WoolExporterTargetsFileInvalid",
             "WoolAutoscalerDown",
             "WoolAutoscalerFlapping",
