@@ -7,19 +7,40 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import signal
+import subprocess
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import pytest
 from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web import Request, StreamResponse, middleware
 from support.https import presented_serial
+from support.processes import spawn_cli
 from support.tls import CertFiles, issue
 from support.waiting import eventually_async
-from support.web_reload import BOB, HASHES, NEVER, ask, web_config
+from support.web_reload import (
+    ALICE,
+    BEARER,
+    BOB,
+    HASHES,
+    NEVER,
+    ask,
+    http_config,
+    recording_source,
+    web_config,
+)
 
 from wool_idle.autoscaler.app import create_app
-from wool_idle.web.client_config import HttpClientConfig, load_client_config
+from wool_idle.autoscaler.process import LeasedSource
+from wool_idle.autoscaler.sources import ExporterSource
+from wool_idle.autoscaler.sources.source import SourceError
+from wool_idle.web.client_config import HttpClientConfig
+from wool_idle.web.client_session import LiveSession
+from wool_idle.web.config import parse_web_config
 from wool_idle.web.followed_files import followed_files
+from wool_idle.web.live_client_config import LiveClientConfig
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.reload import Reloads
 from wool_idle.web.site import serve_app
@@ -31,14 +52,14 @@ from wool_idle.worker.channels import ChannelKey, pool
 async def served(
     make_autoscaler,
     web: LiveWebConfig,
-    http: HttpClientConfig | None = None,
+    http: LiveClientConfig | None = None,
     tls: ClientTls | None = None,
     middlewares: Sequence[Middleware] = (),
 ) -> AsyncIterator[str]:
     """The autoscaler's app behind ``web`` (``middlewares`` around its routes); its
     base URL."""
     autoscaler = make_autoscaler("http://127.0.0.1:9/metrics", max_idle=60.0)
-    reloads = Reloads(followed_files(web, http or HttpClientConfig(), tls))
+    reloads = Reloads(followed_files(web, http or LiveClientConfig(HttpClientConfig()), tls))
     app = create_app(autoscaler, autoscaler.registry, lambda: None, reloads)
     app.middlewares.extend(middlewares)
     try:
@@ -203,7 +224,7 @@ class TestFollowedFiles:
         # Arrange
         path = web_config(tmp_path, tls_material, "alice")
         web = LiveWebConfig.load(str(path), interval=NEVER)
-        http = load_client_config(str(client_config(tmp_path, tls_material)))
+        http = LiveClientConfig.load(str(client_config(tmp_path, tls_material)))
         web_config(tmp_path, tls_material, "alice", "bob")
         (tmp_path / "ca.crt").write_text("not a certificate\n")
         (tmp_path / "password").unlink()
@@ -228,7 +249,7 @@ class TestFollowedFiles:
         try:
             issue(tls_material.ca, files, ("autoscaler",))
             # Act
-            failure = await followed_files(None, HttpClientConfig(), tls)()
+            failure = await followed_files(None, LiveClientConfig(HttpClientConfig()), tls)()
             moved = not pool().current(key, channel)
         finally:
             await pool().release(key, channel)
@@ -248,10 +269,178 @@ class TestFollowedFiles:
         try:
             (tmp_path / "client.key").write_text("not a key\n")
             # Act
-            failure = await followed_files(None, HttpClientConfig(), tls)()
+            failure = await followed_files(None, LiveClientConfig(HttpClientConfig()), tls)()
             kept = pool().current(key, channel)
         finally:
             await pool().release(key, channel)
         # Assert
         assert str(tmp_path / "client.key") in failure
         assert kept
+
+
+@contextlib.asynccontextmanager
+async def https_source(tls_material, seen: list[str | None]) -> AsyncIterator[str]:
+    """A recording source over HTTPS (the test CA's server certificate); its URL."""
+    tls = LiveWebConfig(
+        parse_web_config(
+            f"tls_server_config: {{cert_file: {tls_material.server.cert},"
+            f" key_file: {tls_material.server.key}}}",
+            Path("/"),
+        )
+    )
+    async with serve_app(recording_source(seen), "127.0.0.1:0", tls, path="/metrics") as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def reading(http: LiveClientConfig, url: str) -> AsyncIterator[LeasedSource]:
+    """The autoscaler's source of ``url``, read through the sessions of ``http``."""
+    async with LiveSession(lambda: http.current, origin=url) as sessions:
+        yield await LeasedSource.opened(sessions, lambda s: ExporterSource(s, url, (), 10.0))
+
+
+class TestHttpConfigReload:
+    @pytest.mark.parametrize(
+        ("after", "sent"),
+        [
+            ("basic_auth: {username: bob, password: b}", BOB),
+            ("authorization: {credentials: tok}", BEARER),
+        ],
+        ids=["new-user", "basic-to-bearer"],
+    )
+    async def test_post_takes_the_new_http_config_at_once(
+        self, make_autoscaler, tmp_path: Path, tls_material, after: str, sent: str
+    ) -> None:
+        """Given an autoscaler reading an HTTPS source as alice, whose --http.config.file
+        is rewritten (and that would not look at it for an hour), when POST /-/reload,
+        then 200 and the next read sends the new credentials."""
+        # Arrange
+        path = http_config(tmp_path, tls_material, "basic_auth: {username: alice, password: a}")
+        http = LiveClientConfig.load(str(path), interval=NEVER)
+        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+        seen: list[str | None] = []
+        async with (
+            https_source(tls_material, seen) as source_url,
+            reading(http, source_url) as source,
+            served(make_autoscaler, web, http) as url,
+        ):
+            http_config(tmp_path, tls_material, after)
+            await source.read()
+            # Act
+            reloaded = await ask(f"{url}/-/reload", tls_material, "POST")
+            await source.read()
+        # Assert
+        assert reloaded == (200, "OK\n")
+        assert seen == [ALICE, sent]
+
+    @pytest.mark.parametrize(
+        ("after", "named"),
+        [
+            ("basic_auth: {username: bob, pasword: b}", "line 1: unknown key basic_auth.pasword"),
+            ("basic_auth: {username: bob, password_file: gone}", "basic_auth.password_file"),
+            ("authorization: {credentials: tok}\nca_file: other.crt", "line 2: unknown key"),
+            (None, "cannot read it: No such file or directory"),
+        ],
+        ids=["bad-key", "missing-password-file", "misplaced-key", "deleted"],
+    )
+    async def test_post_broken_http_config_is_500_naming_it_and_keeps_the_last_good(
+        self, make_autoscaler, tmp_path: Path, tls_material, after: str | None, named: str
+    ) -> None:
+        """Given an autoscaler reading an HTTPS source as alice, whose --http.config.file
+        breaks (a bad key, a file it names missing, deleted), when POST /-/reload, then
+        500 with one line naming the file and what is wrong, and the next read still
+        sends alice's credentials over the TLS in force."""
+        # Arrange
+        path = http_config(tmp_path, tls_material, "basic_auth: {username: alice, password: a}")
+        http = LiveClientConfig.load(str(path), interval=NEVER)
+        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+        seen: list[str | None] = []
+        async with (
+            https_source(tls_material, seen) as source_url,
+            reading(http, source_url) as source,
+            served(make_autoscaler, web, http) as url,
+        ):
+            if after is None:
+                path.unlink()
+            else:
+                path.write_text(after + "\n")
+            # Act
+            status, text = await ask(f"{url}/-/reload", tls_material, "POST")
+            await source.read()
+        # Assert
+        assert status == 500
+        assert text.startswith(f"failed to reload: --http.config.file {path}: ")
+        assert named in text and text.count("\n") == 1
+        assert seen == [ALICE]
+
+    async def test_post_new_ca_file_path_is_used_by_the_next_read(
+        self, make_autoscaler, tmp_path: Path, tls_material
+    ) -> None:
+        """Given an autoscaler whose --http.config.file trusts a CA that did not sign the
+        source's certificate (its reads fail), when the file names another ca_file (the
+        right CA) and POST /-/reload, then the next read succeeds."""
+        # Arrange
+        shutil.copy(tls_material.other_ca, tmp_path / "other.crt")
+        path = http_config(tmp_path, tls_material, "", ca_file="other.crt")
+        http = LiveClientConfig.load(str(path), interval=NEVER)
+        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+        seen: list[str | None] = []
+        async with (
+            https_source(tls_material, seen) as source_url,
+            reading(http, source_url) as source,
+            served(make_autoscaler, web, http) as url,
+        ):
+            with pytest.raises(SourceError, match="certificate"):
+                await source.read()
+            http_config(tmp_path, tls_material, "")
+            # Act
+            reloaded = await ask(f"{url}/-/reload", tls_material, "POST")
+            await source.read()
+        # Assert
+        assert reloaded == (200, "OK\n")
+        assert seen == [None]
+
+
+class TestSighup:
+    async def test_sighup_takes_a_new_http_config(self, tmp_path: Path) -> None:
+        """Given a running autoscaler reading its source as alice, when its
+        --http.config.file switches to a bearer token and it gets SIGHUP (the unit's
+        ExecReload), then it logs the file reloaded and its next reads send the token."""
+        # Arrange
+        seen: list[str | None] = []
+        path = tmp_path / "http.yml"
+        path.write_text("basic_auth: {username: alice, password: a}\n")
+        async with serve_app(recording_source(seen), "127.0.0.1:0", path="/metrics") as source:
+            process = spawn_cli(
+                ["autoscaler", "--max-idle", "1h", "--interval", "0.2s", "--dry-run",
+                 "--metrics-url", source, "--http.config.file", str(path),
+                 "--listen", "127.0.0.1:0"]
+            )  # fmt: skip
+            lines: list[str] = []
+            try:
+                assert process.stdout is not None and process.stderr is not None
+                assert await asyncio.to_thread(process.stdout.readline)
+                threading.Thread(target=collect, args=(process, lines), daemon=True).start()
+                assert await eventually_async(lambda: ALICE in seen, 60)
+                path.write_text("authorization: {credentials: tok}\n")
+                # Act
+                process.send_signal(signal.SIGHUP)
+                reloaded = await eventually_async(
+                    lambda: any("every followed file read again" in line for line in lines), 60
+                )
+                count = len(seen)
+                sent = await eventually_async(lambda: len(seen) > count + 1, 60)
+            finally:
+                process.terminate()
+                await asyncio.to_thread(process.wait, 60)
+        # Assert
+        assert (reloaded, sent) == (True, True)
+        assert any(f"--http.config.file reloaded: {path}" in line for line in lines)
+        assert seen[-1] == BEARER
+
+
+def collect(process: subprocess.Popen[str], lines: list[str]) -> None:
+    """Append each line ``process`` writes to stderr to ``lines``, until it closes."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        lines.append(line)

@@ -70,13 +70,13 @@ class TestHttpClientConfig:
             ["autoscaler", "--max-idle", "1m", "--metrics-url", "http://bob:s%20t@h:1/metrics"]
         )
         # Act
-        url, config = http_client_config(
+        url, live = http_client_config(
             args.parser, args, args.metrics_url, url_flag="--metrics-url"
         )
         # Assert
         assert url == "http://h:1/metrics"
-        assert config.credentials is not None
-        assert config.credentials.header() == "Basic Ym9iOnMgdA=="  # bob:s t
+        assert live.current.credentials is not None
+        assert live.current.credentials.header() == "Basic Ym9iOnMgdA=="  # bob:s t
 
     @pytest.mark.parametrize(
         "url", ["http://bob:hun/ter2@h/m", "http://bob:99/hunter2@h/m", "http://bob:9#hunter2@h/m"]
@@ -100,3 +100,28 @@ class TestHttpClientConfig:
         err = failure(["autoscaler", "--max-idle", "1m", "--metrics-url", url], capsys)
         assert "argument --metrics-url: invalid URL 'http" in err or "'ftp" in err
         assert "hunter2" not in err and "bob" not in err and "xxxxx@" in err
+
+
+class TestHttpClientConfigFollowed:
+    async def test_reload_file_gaining_credentials_beside_the_url_keeps_the_url_ones(
+        self, tmp_path: Path
+    ) -> None:
+        """Given a --metrics-url carrying credentials and a file carrying none, when the
+        file gains a bearer token and is reloaded, then the failure names the file and
+        the URL's flag, and the URL's basic auth stays in force."""
+        # Arrange
+        path = tmp_path / "http.yml"
+        path.write_text("follow_redirects: true\n")
+        args = build_parser().parse_args(
+            ["autoscaler", "--max-idle", "1m", "--metrics-url", "http://bob:pw@h:1/metrics",
+             "--http.config.file", str(path)]
+        )  # fmt: skip
+        _, live = http_client_config(args.parser, args, args.metrics_url, url_flag="--metrics-url")
+        path.write_text("bearer_token: tok\n")
+        # Act
+        failure = await live.reload()
+        # Assert
+        assert failure.startswith(f"{path}: --metrics-url carries credentials")
+        assert "pw" not in failure.removeprefix(str(path))
+        assert live.current.credentials is not None
+        assert live.current.credentials.header() == "Basic Ym9iOnB3"  # bob:pw

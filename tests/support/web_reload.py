@@ -10,7 +10,9 @@ from pathlib import Path
 
 import aiohttp
 import bcrypt
+from aiohttp import web
 
+BEARER = "Bearer tok"
 ALICE = "Basic " + base64.b64encode(b"alice:a").decode()
 BOB = "Basic " + base64.b64encode(b"bob:b").decode()
 HASHES = {name: bcrypt.hashpw(pw, bcrypt.gensalt(rounds=4)).decode() for name, pw in
@@ -47,3 +49,25 @@ async def ask(
         ) as answer,
     ):
         return answer.status, await answer.text()
+
+
+def recording_source(seen: list[str | None]) -> web.Application:
+    """A source answering every GET with empty exposition text (no worker), recording
+    each request's ``Authorization`` header in ``seen``."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(text="", content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def http_config(directory: Path, tls_material, auth: str, ca_file: str = "ca.crt") -> Path:
+    """``http.yml`` in ``directory``: ``auth`` (a line of YAML, or nothing) and a
+    ``tls_config`` trusting ``ca_file`` (a copy of the test CA by default)."""
+    shutil.copy(tls_material.ca, directory / "ca.crt")
+    path = directory / "http.yml"
+    path.write_text(f"{auth}\ntls_config: {{ca_file: {ca_file}, server_name: localhost}}\n")
+    return path

@@ -20,7 +20,12 @@ from support.tls import CertFiles, issue
 from wool_idle.daemon_thread import DaemonThreads
 from wool_idle.web import client_config, client_session
 from wool_idle.web.client_config import parse_client_config
-from wool_idle.web.client_session import CredentialsUnavailable, RedirectRefused, http_session
+from wool_idle.web.client_session import (
+    CredentialsUnavailable,
+    LiveSession,
+    RedirectRefused,
+    http_session,
+)
 from wool_idle.web.config import parse_web_config
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.site import serve_app
@@ -297,3 +302,55 @@ class TestHttpSessionStalledSecret:
         # Assert
         assert len(readers) == 1
         assert seen == []
+
+
+class TestLiveSession:
+    async def test_lease_keeps_its_config_until_it_ends(self, serve: Serve, tmp_path: Path) -> None:
+        """Given a lease of the session of token one (a read in flight), when token two
+        is put in force, then the lease's later requests still send one, a new lease
+        sends two through another session, and the first session is closed once its
+        lease ends (the new one stays open)."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        configs = [parse_client_config("authorization: {credentials: one}", tmp_path)]
+        async with LiveSession(lambda: configs[-1], origin=url) as sessions:
+            async with sessions.lease() as held:
+                await get(held, f"{url}/first")
+                # Act
+                configs.append(parse_client_config("authorization: {credentials: two}", tmp_path))
+                await get(held, f"{url}/in-flight")
+                async with sessions.lease() as fresh:
+                    await get(fresh, f"{url}/next")
+            closed = (held.closed, fresh.closed)
+        # Assert
+        assert [(path, auth) for path, auth, _ in seen] == [
+            ("/first", "Bearer one"),
+            ("/in-flight", "Bearer one"),
+            ("/next", "Bearer two"),
+        ]
+        assert fresh is not held
+        assert closed == (True, False)
+
+    async def test_lease_closes_an_unleased_session_of_an_old_config(
+        self, serve: Serve, tmp_path: Path
+    ) -> None:
+        """Given a session no lease holds, when a new config is put in force and a lease
+        begins, then the old session is closed and the new one sends the new credentials;
+        closing closes the one in force."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        configs = [parse_client_config("authorization: {credentials: one}", tmp_path)]
+        sessions = LiveSession(lambda: configs[-1], origin=url)
+        async with sessions.lease() as old:
+            await get(old, url)
+        configs.append(parse_client_config("basic_auth: {username: a, password: b}", tmp_path))
+        # Act
+        async with sessions.lease() as new:
+            old_closed = old.closed
+            await get(new, url)
+        await sessions.close()
+        # Assert
+        assert (old_closed, new.closed) == (True, True)
+        assert [auth for _, auth, _ in seen] == ["Bearer one", basic("a", "b")]

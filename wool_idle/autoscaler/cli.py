@@ -32,7 +32,7 @@ from wool_idle.cli.values import (
 )
 from wool_idle.cli.web_flags import add_web_flags, web_config
 from wool_idle.discovery.follow import WoolMissing, require_wool
-from wool_idle.web.client_config import HttpClientConfig
+from wool_idle.web.live_client_config import LiveClientConfig
 
 SELECTOR: Final = Value("LABEL=VALUE", Selector.parse, str)
 """A label matcher: ``label=value``, ``label!=value``, ``label=~regex``, ``label!~regex``."""
@@ -161,7 +161,7 @@ def _state_file(parser: Parser, path: str | None) -> StateFile | None:
 
 def _source_and_client(
     parser: Parser, args: argparse.Namespace
-) -> tuple[SourceSettings, HttpClientConfig]:
+) -> tuple[SourceSettings, LiveClientConfig]:
     """The source settings, its URL without userinfo, and the HTTP client config; exits
     2 for a ``--prometheus-url`` with a query or fragment (the API path goes after it)."""
     source = settings_from(args, SourceSettings)

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Callable
 from typing import Final
+
+import aiohttp
 
 from wool_idle.autoscaler.app import create_app
 from wool_idle.autoscaler.daemon import ActionSettings, Autoscaler, exit_wait
@@ -20,9 +23,9 @@ from wool_idle.cli.serve import serve_until_signal
 from wool_idle.contract import RETIRED_TIMESTAMP
 from wool_idle.discovery.drop import Dropper
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
-from wool_idle.web.client_config import HttpClientConfig
-from wool_idle.web.client_session import http_session
+from wool_idle.web.client_session import LiveSession
 from wool_idle.web.followed_files import followed_files
+from wool_idle.web.live_client_config import LiveClientConfig
 from wool_idle.web.live_config import LiveWebConfig
 from wool_idle.web.metrics import process_registry, register_build_info
 from wool_idle.web.reload import Reloads
@@ -36,6 +39,35 @@ EXIT_SOURCE_FAILED: Final = 1
 def local_namespaces(specs: tuple[DiscoverySpec, ...]) -> list[str]:
     """The namespaces of the ``local:`` discoveries among ``specs``."""
     return [s.namespace for s in specs if s.kind is DiscoveryKind.LOCAL]
+
+
+class LeasedSource:
+    """A source read through ``sessions``: each read through the session of the
+    client config in force when it begins (``make`` gives the source of a session,
+    made again for each new session). ``opened`` makes one."""
+
+    def __init__(
+        self,
+        sessions: LiveSession,
+        make: Callable[[aiohttp.ClientSession], Source],
+        made: tuple[aiohttp.ClientSession, Source],
+    ) -> None:
+        self._sessions, self._make, self._made = sessions, make, made
+        self.description, self.empty_hint = made[1].description, made[1].empty_hint
+
+    @classmethod
+    async def opened(
+        cls, sessions: LiveSession, make: Callable[[aiohttp.ClientSession], Source]
+    ) -> LeasedSource:
+        """The source of the session in force now (opened if need be)."""
+        async with sessions.lease() as session:
+            return cls(sessions, make, (session, make(session)))
+
+    async def read(self) -> list[Reading]:
+        async with self._sessions.lease() as session:
+            if self._made[0] is not session:
+                self._made = session, self._make(session)
+            return await self._made[1].read()
 
 
 class FirstRead:
@@ -73,7 +105,7 @@ def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
 async def run_daemon(
     daemon: DaemonSettings,
     source: SourceSettings,
-    http: HttpClientConfig,
+    http: LiveClientConfig,
     policy: PolicySettings,
     action: ActionSettings,
     web: LiveWebConfig | None,
@@ -82,8 +114,13 @@ async def run_daemon(
     registry = process_registry()
     register_build_info(registry)
     origin = source.prometheus_url or source.metrics_url
-    async with http_session(http, origin=origin) as session:
-        watched = FirstRead(source.reader(session, policy.group_by, policy.max_staleness))
+    async with LiveSession(lambda: http.current, origin=origin) as sessions:
+        watched = FirstRead(
+            await LeasedSource.opened(
+                sessions,
+                lambda session: source.reader(session, policy.group_by, policy.max_staleness),
+            )
+        )
         autoscaler = Autoscaler(
             source=watched,
             policy=policy,
@@ -104,9 +141,13 @@ async def run_daemon(
         app = create_app(autoscaler, registry, watched.not_ready, reloads)
 
         async def until_stopped() -> None:
+            following = asyncio.ensure_future(http.follow())
             try:
                 await autoscaler.run(daemon.interval)
             finally:
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
                 await reloads.close()  # a POST /-/reload it holds would hold the server
 
         return await serve_until_signal(

@@ -13,8 +13,8 @@ from wool_idle.web.client_config import (
     Credentials,
     HttpClientConfig,
     Secret,
-    load_client_config,
 )
+from wool_idle.web.live_client_config import LiveClientConfig
 from wool_idle.web.urls import split_userinfo
 
 
@@ -30,26 +30,37 @@ def add_http_client_flags(section: Section) -> None:
 
 def http_client_config(
     parser: Parser, args: argparse.Namespace, url: str, *, url_flag: str
-) -> tuple[str, HttpClientConfig]:
+) -> tuple[str, LiveClientConfig]:
     """``url`` (the value of ``url_flag``) without its userinfo, and the client
-    config: the file's, with the URL's userinfo as basic auth. Exits 2 naming the
-    flag, the file and the key when the file is invalid, or when the URL and the
-    file both carry credentials."""
+    config in force, followed as the file changes: the file's, with the URL's
+    userinfo as basic auth. Exits 2 naming the flag, the file and the key when the
+    file is invalid, or when the URL and the file both carry credentials."""
     clean, userinfo = split_userinfo(url)
     path = args.http_config_file
-    config = HttpClientConfig()
-    if path is not None:
-        try:
-            config = load_client_config(path)
-        except ClientConfigError as error:
-            parser.error(f"argument --http.config.file: {path}: {error}")
-    if userinfo is not None:
+
+    def with_url(config: HttpClientConfig) -> HttpClientConfig:
+        if userinfo is None:
+            return config
         if config.credentials is not None:
-            parser.error(
-                f"argument {url_flag}: carries credentials, and --http.config.file "
-                "sets them too: give them once"
+            raise CredentialsTwice(
+                f"{url_flag} carries credentials, and the file sets them too: give them once"
             )
         user, password = userinfo
         secret = Secret(f"the password of {url_flag}", value=password)
-        config = dataclasses.replace(config, credentials=Credentials("Basic", secret, user))
-    return clean, config
+        return dataclasses.replace(config, credentials=Credentials("Basic", secret, user))
+
+    try:
+        if path is None:
+            return clean, LiveClientConfig(with_url(HttpClientConfig()))
+        return clean, LiveClientConfig.load(path, with_url)
+    except CredentialsTwice:
+        parser.error(
+            f"argument {url_flag}: carries credentials, and --http.config.file "
+            "sets them too: give them once"
+        )
+    except ClientConfigError as error:
+        parser.error(f"argument --http.config.file: {path}: {error}")
+
+
+class CredentialsTwice(ClientConfigError):
+    """Both the source URL and a version of the file carry credentials."""

@@ -14,7 +14,9 @@ Reading (the autoscaler's client):
 
 - ``client_config``: ``--http.config.file`` (Prometheus's HTTP client format);
   ``client_tls``: its ``tls_config``;
-- ``client_session``: the aiohttp session that applies it;
+- ``live_client_config``: the client config in force, following its file;
+- ``client_session``: the aiohttp session that applies it (``LiveSession``: one
+  per version of a followed config);
 - ``urls``: URLs without their userinfo, fit to print.
 
 Shared: ``yaml_fields`` (config files read as Go reads them, strictly) and

@@ -9,12 +9,25 @@ is for, so a redirect to another host never carries the credentials; the TLS
 context, whose files are followed as they rotate; and ``follow_redirects: false``,
 under which a redirect is a failure (``RedirectRefused``) as it is for Prometheus.
 
+A session applies one config for good. ``LiveSession`` follows a config that
+changes (``LiveClientConfig``) with a session per version: ``lease`` gives the
+session of the version in force when the lease begins, for the whole lease (a
+read of several requests makes them all with one config); the first lease after
+a new version opens its session, and a session no longer in force is closed as
+its last lease ends, its kept-alive connections with it. A new session rather
+than a new value read by the middleware: the TLS context is the connector's,
+and a connection kept alive carries the TLS of its handshake (its CA, its client
+certificate) into every later request, whatever the middleware reads.
+
 The URLs it is given carry no userinfo (see ``urls``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
@@ -83,3 +96,57 @@ def http_session(config: HttpClientConfig, *, origin: str) -> aiohttp.ClientSess
     return aiohttp.ClientSession(
         connector=connector, middlewares=(_ApplyConfig(config, URL(origin).origin()),)
     )
+
+
+@dataclass(eq=False)
+class _Version:
+    """The session of one config, and the leases holding it."""
+
+    config: HttpClientConfig
+    session: aiohttp.ClientSession
+    leases: int = 0
+
+
+class LiveSession:
+    """The sessions of the config ``in_force`` returns (a new object: a new version),
+    its credentials to ``origin`` only. Closing it (``close``, or leaving its ``async
+    with``) closes the session in force; one still leased is closed as its lease ends."""
+
+    def __init__(self, in_force: Callable[[], HttpClientConfig], *, origin: str) -> None:
+        self._in_force, self._origin = in_force, origin
+        self._current: _Version | None = None
+        self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[aiohttp.ClientSession]:
+        """The session of the config in force now, for the lease (``RuntimeError``
+        once closed)."""
+        if self._closed:
+            raise RuntimeError("the HTTP client sessions are closed")
+        config = self._in_force()
+        version = self._current
+        if version is None or version.config is not config:
+            old, version = version, _Version(config, http_session(config, origin=self._origin))
+            self._current = version
+            if old is not None and old.leases == 0:
+                await old.session.close()
+        version.leases += 1
+        try:
+            yield version.session
+        finally:
+            version.leases -= 1
+            if version is not self._current and version.leases == 0:
+                await version.session.close()
+
+    async def close(self) -> None:
+        """Close the session in force (an earlier one closes as its last lease ends)."""
+        self._closed = True
+        version, self._current = self._current, None
+        if version is not None and version.leases == 0:
+            await version.session.close()
+
+    async def __aenter__(self) -> LiveSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
