@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from wool_idle.web.client_config import (
     ClientConfigError,
     HttpClientConfig,
-    load_client_config,
     parse_client_config,
 )
+from wool_idle.web.live_client_config import LiveClientConfig
 
 
 def basic(user: str, password: str) -> str:
@@ -151,14 +151,14 @@ class TestParseClientConfig:
         path = config_dir / "http.yml"
         path.write_text("basic_auth: {username: a, password_file: pw}\n")
         # Act
-        config = load_client_config(str(path))
+        config = LiveClientConfig.load(str(path)).current
         # Assert
         assert config.credentials is not None
         assert config.credentials.header() == basic("a", "s3cret")
 
     def test_load_missing_file(self, tmp_path: Path) -> None:
         with pytest.raises(ClientConfigError, match="cannot read"):
-            load_client_config(str(tmp_path / "missing.yml"))
+            LiveClientConfig.load(str(tmp_path / "missing.yml"))
 
     @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
     def test_load_special_file_refused_at_once(self, special: str, tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ class TestParseClientConfig:
             os.mkfifo(path)
         # Act / Assert
         with pytest.raises(ClientConfigError, match="not a regular file"):
-            load_client_config(str(path))
+            LiveClientConfig.load(str(path))
 
     def test_parse_password_file_turned_fifo_fails_that_read(self, config_dir: Path) -> None:
         """Given a password_file replaced by a FIFO after start, when the header is made,

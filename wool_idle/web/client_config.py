@@ -19,7 +19,8 @@ Prometheus scrape a protected exporter lets the autoscaler read it::
 
 Read strictly (see ``yaml_fields``): an unknown key, a key given twice, two
 keys that exclude each other, or a file that cannot be read is a
-``ClientConfigError`` naming the key, at start. ``oauth2``, ``proxy_url`` and
+``ClientConfigError`` naming the key (at start; the file is followed, see
+``live_client_config``). ``oauth2``, ``proxy_url`` and
 ``proxy_connect_header`` are Prometheus keys wool-idle does not implement:
 they are refused, never ignored. A ``*_file`` secret is read again for every
 request (surrounding blanks dropped), as Prometheus does; the TLS files are
@@ -43,7 +44,6 @@ from wool_idle.web.yaml_fields import (
     fields,
     is_null,
     join,
-    load_config_file,
     parse_document,
     text,
 )
@@ -122,11 +122,6 @@ class HttpClientConfig:
     credentials: Credentials | None = None
     ssl_context: ssl.SSLContext | None = None
     follow_redirects: bool = True
-
-
-def load_client_config(path: str) -> HttpClientConfig:
-    """Read and validate ``path``; ``ClientConfigError`` names the key that is wrong."""
-    return load_config_file(path, parse_client_config, ClientConfigError)
 
 
 def parse_client_config(content: str, base: Path) -> HttpClientConfig:

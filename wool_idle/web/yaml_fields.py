@@ -21,8 +21,6 @@ from typing import Final, TypeVar
 
 import yaml
 
-from wool_idle.files import CONFIG_FILE_LIMIT, read_regular_file
-
 Node = yaml.Node
 NULL_TAG: Final = "tag:yaml.org,2002:null"
 MERGE_TAG: Final = "tag:yaml.org,2002:merge"
@@ -39,18 +37,6 @@ class ConfigFileError(ValueError):
 
 
 Parsed = TypeVar("Parsed")
-
-
-def load_config_file(
-    path: str, parse: Callable[[str, Path], Parsed], error: type[ValueError]
-) -> Parsed:
-    """``parse`` the file at ``path`` (a bounded regular file, UTF-8) with its
-    directory as the base of relative paths; ``error`` if it cannot be read."""
-    try:
-        content = read_regular_file(path, limit=CONFIG_FILE_LIMIT)
-    except OSError as reason:
-        raise error(f"cannot read {path!r}: {reason}") from None
-    return parse_config_content(content, path, parse, error)
 
 
 def parse_config_content(
