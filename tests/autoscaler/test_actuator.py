@@ -23,7 +23,7 @@ from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.contract import MAX_REPLY_BYTES
-from wool_idle.discovery.drop import read_records
+from wool_idle.discovery.published import read_records
 from wool_idle.exceptions import TransientRpcError
 from wool_idle.logs import TextFormatter
 from wool_idle.proto import IdleTime

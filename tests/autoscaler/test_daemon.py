@@ -7,6 +7,7 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
@@ -34,12 +35,14 @@ from wool_idle.autoscaler.state_file import Marks, StateFile
 from wool_idle.autoscaler.stop_outcome import StopAttempt
 from wool_idle.autoscaler.verdicts import StopResult, Verdict
 from wool_idle.discovery import drop as drop_module
-from wool_idle.discovery.drop import Dropper, DropResult, read_records
+from wool_idle.discovery.drop import Dropper, DropResult
+from wool_idle.discovery.published import read_records
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exceptions import DispatchRejected, TransientRpcError
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.discovered import DiscoveredTargets
 from wool_idle.exporter.probe import Prober
+from wool_idle.exporter.target import Target
 from wool_idle.exporter.targets import TargetSet
 from wool_idle.worker import LocalWorker, WorkerConnection
 from wool_idle.worker.channels import ChannelKey, pool
@@ -952,24 +955,23 @@ class TestRetirement:
         assert all(fleet.alive(a) for a in addresses)
 
     async def test_failed_drop_never_undoes_the_stop(
-        self, fleet, exporter_process, make_autoscaler, caplog
+        self, fleet, aiohttp_server, make_autoscaler, caplog
     ) -> None:
         """Given an autoscaler publishing drops in a namespace that does not exist, when
-        it stops an idle worker, then the stop stands (the worker exits, it is shown
-        retired), the drop is counted as namespace_missing and logged, and the cycle
-        completes."""
+        it stops an idle worker whose series name that namespace, then the stop stands
+        (the worker exits, it is shown retired), the drop is counted as
+        namespace_missing and logged, and the cycle completes."""
         # Arrange
         (address,) = await fleet.start(1)
-        exporter = exporter_process([address])
-        autoscaler = make_autoscaler(
-            exporter.url,
-            max_idle=0.2,
-            min_workers=0,
-            dropper=Dropper([unique_namespace("absent")]),
-        )
+        absent = unique_namespace("absent")
+        prober, url = await exporter_over(named(absent, address), aiohttp_server)
+        autoscaler = make_autoscaler(url, max_idle=0.2, min_workers=0, dropper=Dropper([absent]))
         await asyncio.sleep(0.3)
         # Act
-        ok = await autoscaler.cycle()
+        try:
+            ok = await autoscaler.cycle()
+        finally:
+            await prober.close()
         # Assert
         assert ok and await fleet.wait_exit(address) == 0
         assert retired(autoscaler, address) is not None
@@ -978,7 +980,7 @@ class TestRetirement:
         assert f"worker {address}: drop namespace_missing" in caplog.text
 
     async def test_a_drop_that_raises_touches_no_other_stop(
-        self, fleet, exporter_process, make_autoscaler, caplog
+        self, fleet, aiohttp_server, make_autoscaler, caplog
     ) -> None:
         """Given two idle workers stopped in one cycle and a dropper whose first drop
         raises (a fault of ours), when the cycle runs, then the fault is logged and
@@ -989,23 +991,24 @@ class TestRetirement:
         class RaisingOnce(Dropper):
             raised = False
 
-            async def drop(self, address: str) -> DropResult:
+            async def drop(self, address: str, namespaces: Collection[str]) -> DropResult | None:
                 if not self.raised:
                     self.raised = True
                     raise RuntimeError("boom")
-                return await super().drop(address)
+                return await super().drop(address, namespaces)
 
         first, second = await fleet.start(2)
-        exporter = exporter_process([first, second])
+        absent = unique_namespace("absent")
+        prober, url = await exporter_over(named(absent, first, second), aiohttp_server)
         autoscaler = make_autoscaler(
-            exporter.url,
-            max_idle=0.2,
-            min_workers=0,
-            dropper=RaisingOnce([unique_namespace("absent")]),
+            url, max_idle=0.2, min_workers=0, dropper=RaisingOnce([absent])
         )
         await asyncio.sleep(0.3)
         # Act
-        ok = await autoscaler.cycle()
+        try:
+            ok = await autoscaler.cycle()
+        finally:
+            await prober.close()
         # Assert
         assert ok
         assert [r.result for r in autoscaler.records] == [StopResult.STOPPED] * 2
@@ -1072,7 +1075,9 @@ class TestRetirement:
                 autoscaler = make_autoscaler(
                     "http://127.0.0.1:1/metrics", max_idle=60.0, dropper=Dropper([namespace])
                 )
-                draining = Decision("127.0.0.1:7", 900.0, Verdict.STOP)
+                draining = Decision(
+                    "127.0.0.1:7", 900.0, Verdict.STOP, namespaces=frozenset({namespace})
+                )
                 await autoscaler._before_stop(draining.worker)
                 going_on = StopAttempt(StopResult.UNANSWERED, 900.0, going_on=True)
                 await autoscaler.bookkeeping.settle(draining, going_on)
@@ -1130,6 +1135,20 @@ async def floor_of_one_per_tag(targets: TargetSet, aiohttp_server, make_autoscal
         group_by=("wool_tags",),
     )
     return prober, autoscaler
+
+
+def named(namespace: str, *addresses: str) -> TargetSet:
+    """Targets at ``addresses`` whose series name ``namespace`` (``wool_namespace``), as
+    the exporter labels a discovered worker's."""
+    return TargetSet(static=[Target(a, (("wool_namespace", namespace),)) for a in addresses])
+
+
+async def exporter_over(targets: TargetSet, aiohttp_server) -> tuple[Prober, str]:
+    """A real exporter app over ``targets``: its prober (to close) and its /metrics URL."""
+    prober = Prober(tls=None, timeout=5.0, concurrency=8)
+    app = create_app(targets, prober, CollectorRegistry(), ExporterSettings())
+    server = await aiohttp_server(app)
+    return prober, str(server.make_url("/metrics"))
 
 
 def idle_readings(*workers) -> list[Reading]:
@@ -1402,3 +1421,80 @@ class TestTargetsFileCut:
         for worker in (x, y):
             async with WorkerConnection(worker.address) as connection:
                 assert await connection.idle_time() > 0
+
+
+class TestDrops:
+    async def test_cycle_mixed_fleet_drops_only_the_discovered_worker(
+        self, make_autoscaler, aiohttp_server, start_server, caplog
+    ) -> None:
+        """Given a real exporter listing one idle worker from --target (its series name
+        no wool namespace) and following a held namespace that publishes another idle
+        worker, and an autoscaler dropping stopped workers from that namespace, when a
+        cycle stops both, then the discovered worker is dropped from the namespace and
+        no drop is made for the other: nothing counted or logged as not_found."""
+        # Arrange
+        listed, found = await start_server(), await start_server()
+        targets = TargetSet(static=[Target(listed.address)])
+        caplog.set_level(logging.INFO, logger="wool_idle.discovery")
+        with fresh_namespace() as namespace:
+            spec = DiscoverySpec.parse(f"local:{namespace}")
+            discovered = DiscoveredTargets([spec], targets, poll_interval=0.1, grace=0.0)
+            prober, url = await exporter_over(targets, aiohttp_server)
+            autoscaler = make_autoscaler(
+                url, grace=1.0, max_idle=0.2, min_workers=0, dropper=Dropper([namespace])
+            )
+            task = asyncio.ensure_future(discovered.run())
+            try:
+                async with held(namespace) as publish:
+                    await publish.add(found.address)
+                    await settled(lambda: len(targets.all()) == 2)
+                    await asyncio.sleep(0.3)  # both idle past max-idle
+                    # Act
+                    ok = await autoscaler.cycle()
+                    remaining = read_records(namespace)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await prober.close()
+        # Assert
+        assert ok
+        assert {r.worker: r.result for r in autoscaler.records} == {
+            listed.address: StopResult.STOPPED,
+            found.address: StopResult.STOPPED,
+        }
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="published") == 1
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="not_found") == 0
+        assert remaining == []
+        assert f"worker {found.address}: drop published" in caplog.text
+        assert "not_found" not in caplog.text
+
+    async def test_cycle_worker_of_a_namespace_not_followed_is_not_dropped(
+        self, make_autoscaler, aiohttp_server, start_server, caplog
+    ) -> None:
+        """Given a held namespace listing an idle worker whose series name it, and an
+        autoscaler dropping from another namespace only, when a cycle stops the worker,
+        then the stop stands, the worker stays listed in its namespace (never touched:
+        the autoscaler does not follow it) and the drop counts as not_followed."""
+        # Arrange
+        worker = await start_server()
+        with fresh_namespace() as namespace:
+            async with held(namespace) as publish:
+                await publish.add(worker.address)
+                prober, url = await exporter_over(named(namespace, worker.address), aiohttp_server)
+                dropper = Dropper([unique_namespace("absent")])
+                autoscaler = make_autoscaler(
+                    url, grace=1.0, max_idle=0.2, min_workers=0, dropper=dropper
+                )
+                await asyncio.sleep(0.3)
+                # Act
+                try:
+                    ok = await autoscaler.cycle()
+                finally:
+                    await prober.close()
+                remaining = read_records(namespace)
+        # Assert
+        assert ok and autoscaler.records[-1].result is StopResult.STOPPED
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="not_followed") == 1
+        assert value(autoscaler, "wool_autoscaler_drops_total", result="namespace_missing") == 0
+        assert [r.address for r in remaining] == [worker.address]
+        assert f"worker {worker.address}: drop not_followed" in caplog.text

@@ -9,7 +9,7 @@ import pytest
 from support.wool_pools import WoolFleet
 
 from wool_idle.demo.fleet import POOLS
-from wool_idle.discovery.drop import read_records
+from wool_idle.discovery.published import read_records
 from wool_idle.worker import WorkerConnection
 from wool_idle.worker.process import spawn_ready
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import subprocess
@@ -21,8 +22,9 @@ from support.wool_pools import WoolFleet, unique_namespace
 from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, TooManyWorkers
-from wool_idle.discovery.drop import Dropper, DropResult, read_records
+from wool_idle.discovery.drop import Dropper, DropResult
 from wool_idle.discovery.namespace_files import notify_path
+from wool_idle.discovery.published import read_records
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +113,7 @@ class TestReadRecords:
                 # Act
                 with pytest.raises(TooManyWorkers):
                     read_records(namespace)
-                result = await noted(Dropper([namespace]), address).drop(address)
+                result = await noted(Dropper([namespace]), address).drop(address, {namespace})
                 # Assert
                 assert result is DropResult.FAILED
                 assert await listed(namespace) == {address}
@@ -139,7 +141,7 @@ class TestDropper:
         # Arrange
         dropped, kept = sorted(await listed(pools.namespace))
         # Act
-        result = await noted(Dropper([pools.namespace]), dropped).drop(dropped)
+        result = await noted(Dropper([pools.namespace]), dropped).drop(dropped, {pools.namespace})
         # Assert
         assert result is DropResult.PUBLISHED
         assert await listed(pools.namespace) == {kept}
@@ -155,7 +157,9 @@ class TestDropper:
         dropped = added[0].metadata.address
         try:
             # Act
-            result = await noted(Dropper([pools.namespace]), dropped).drop(dropped)
+            result = await noted(Dropper([pools.namespace]), dropped).drop(
+                dropped, {pools.namespace}
+            )
             event = await asyncio.wait_for(next_drop(stream), WAIT)
         finally:
             await stream.aclose()
@@ -185,7 +189,9 @@ class TestDropper:
             (listed_as,) = await listed(fleet.namespace)
             stopped = spelling.format(port=listed_as.rpartition(":")[2])
             # Act
-            result = await noted(Dropper([fleet.namespace]), stopped).drop(stopped)
+            result = await noted(Dropper([fleet.namespace]), stopped).drop(
+                stopped, {fleet.namespace}
+            )
             # Assert
             assert listed_as.startswith("[::1]:")
             assert result is expected
@@ -196,7 +202,7 @@ class TestDropper:
         """Given an address no record has, when dropped, then not_found and both
         workers stay listed."""
         # Act
-        result = await Dropper([pools.namespace]).drop("127.0.0.1:9")
+        result = await Dropper([pools.namespace]).drop("127.0.0.1:9", {pools.namespace})
         # Assert
         assert result is DropResult.NOT_FOUND
         assert len(await listed(pools.namespace)) == 2
@@ -211,7 +217,7 @@ class TestDropper:
         async with wool.LocalDiscovery.Publisher(pools.namespace) as publisher:
             await publisher.publish("worker-added", twin)  # listed while the publisher is open
             # Act
-            result = await noted(Dropper([pools.namespace]), shared).drop(shared)
+            result = await noted(Dropper([pools.namespace]), shared).drop(shared, {pools.namespace})
             # Assert
             assert result is DropResult.AMBIGUOUS
             assert [r.address for r in read_records(pools.namespace)].count(shared) == 2
@@ -232,7 +238,7 @@ class TestDropper:
             await publisher.publish("worker-dropped", gone)
             await publisher.publish("worker-added", new)  # listed while the publisher is open
             # Act
-            result = await dropper.drop(address)
+            result = await dropper.drop(address, {pools.namespace})
             # Assert
             assert result is DropResult.REPLACED
             assert [r.uid for r in read_records(pools.namespace) if r.address == address] == [
@@ -245,21 +251,80 @@ class TestDropper:
         # Arrange
         namespace = unique_namespace("absent")
         # Act
-        result = await Dropper([namespace]).drop("127.0.0.1:9")
+        result = await Dropper([namespace]).drop("127.0.0.1:9", {namespace})
         # Assert
         assert result is DropResult.NAMESPACE_MISSING
         assert not lock_path(namespace).exists()
 
     async def test_drop_publishes_where_the_worker_is(self, pools) -> None:
-        """Given a missing namespace and the worker's own, when dropped, then published
-        (the missing one does not hide the drop made in the other)."""
+        """Given a worker whose series name a missing namespace and its own, both
+        followed, when dropped, then published (the missing one does not hide the drop
+        made in the other)."""
         # Arrange
         address = sorted(await listed(pools.namespace))[0]
         # Act
         dropper = Dropper([unique_namespace("absent"), pools.namespace])
-        result = await noted(dropper, address).drop(address)
+        result = await noted(dropper, address).drop(address, set(dropper.namespaces))
         # Assert
         assert result is DropResult.PUBLISHED
+
+    async def test_drop_names_no_namespace_makes_none(self, pools, caplog) -> None:
+        """Given a followed namespace listing a worker, when a worker at that address
+        whose series name no wool namespace (a targets-file worker) is dropped, then no
+        drop is made (None, no result logged but at debug) and the record stays."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        caplog.set_level(logging.DEBUG, logger="wool_idle.discovery")
+        # Act
+        result = await noted(Dropper([pools.namespace]), address).drop(address, set())
+        # Assert
+        assert result is None
+        assert address in await listed(pools.namespace)
+        assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+        assert f"worker {address}: no drop (its series name no wool namespace)" in caplog.text
+
+    async def test_drop_only_from_the_namespace_named(self, pools, caplog) -> None:
+        """Given two followed namespaces (one missing), when a worker whose series name
+        its own is dropped, then it is published there and the other is never tried."""
+        # Arrange
+        absent = unique_namespace("absent")
+        address = sorted(await listed(pools.namespace))[0]
+        caplog.set_level(logging.INFO, logger="wool_idle.discovery")
+        # Act
+        dropper = Dropper([absent, pools.namespace])
+        result = await noted(dropper, address).drop(address, {pools.namespace})
+        # Assert
+        assert result is DropResult.PUBLISHED
+        assert f"drop published (local:{pools.namespace} published)" in caplog.text
+        assert absent not in caplog.text
+
+    async def test_drop_namespace_not_followed_is_not_dropped(self, pools, caplog) -> None:
+        """Given a worker listed in a namespace the dropper does not follow (it follows
+        another), when it is dropped naming that namespace, then not_followed, logged as
+        a warning, and it stays listed (no namespace is touched)."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        other = unique_namespace("absent")
+        # Act
+        result = await noted(Dropper([other]), address).drop(address, {pools.namespace})
+        # Assert
+        assert result is DropResult.NOT_FOLLOWED
+        assert address in await listed(pools.namespace)
+        assert f"drop not_followed ({pools.namespace} not_followed)" in caplog.text
+        assert [r.levelno for r in caplog.records] == [logging.WARNING]
+
+    async def test_drop_lan_namespace_makes_none(self, pools) -> None:
+        """Given a dropper following the worker's namespace on LAN only, when it is
+        dropped, then no drop is made (LAN has none from another process): None, and
+        the local namespace of the same name is not touched."""
+        # Arrange
+        address = sorted(await listed(pools.namespace))[0]
+        # Act
+        dropper = Dropper([], lan=[pools.namespace])
+        result = await noted(dropper, address).drop(address, {pools.namespace})
+        # Assert
+        assert result is None
+        assert address in await listed(pools.namespace)
 
     async def test_drop_lock_held_elsewhere_times_out(self, pools) -> None:
         """Given another process holding the namespace's lock, when a drop with a short
@@ -274,9 +339,8 @@ class TestDropper:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
             # Act
-            result = await noted(Dropper([pools.namespace], lock_timeout=0.3), address).drop(
-                address
-            )
+            dropper = Dropper([pools.namespace], lock_timeout=0.3)
+            result = await noted(dropper, address).drop(address, {pools.namespace})
         finally:
             holder.kill()
             holder.wait()
@@ -294,7 +358,9 @@ class TestDropper:
         path.mkdir()
         try:
             # Act
-            result = await noted(Dropper([pools.namespace]), address).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(
+                address, {pools.namespace}
+            )
         finally:
             shutil.rmtree(path)
         # Assert
@@ -314,7 +380,9 @@ class TestDropper:
         reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         try:
             # Act
-            result = await noted(Dropper([pools.namespace]), address).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(
+                address, {pools.namespace}
+            )
         finally:
             os.close(reader)
             path.unlink()
@@ -335,7 +403,7 @@ class TestDropper:
         lock_path(pools.namespace).touch()
         monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
         # Act
-        result = await noted(Dropper([pools.namespace]), address).drop(address)
+        result = await noted(Dropper([pools.namespace]), address).drop(address, {pools.namespace})
         monkeypatch.undo()
         # Assert
         assert result is DropResult.FAILED
@@ -352,7 +420,9 @@ class TestDropper:
         notify.mkdir()
         try:
             # Act
-            result = await noted(Dropper([pools.namespace]), address).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(
+                address, {pools.namespace}
+            )
         finally:
             with contextlib.suppress(OSError):
                 os.rmdir(notify)
@@ -376,7 +446,9 @@ class TestDropper:
         notify.symlink_to(victim)
         try:
             # Act
-            result = await noted(Dropper([pools.namespace]), address).drop(address)
+            result = await noted(Dropper([pools.namespace]), address).drop(
+                address, {pools.namespace}
+            )
         finally:
             notify.unlink()
             notify.touch()

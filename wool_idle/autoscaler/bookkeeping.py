@@ -8,9 +8,10 @@ no answer (it may be draining), is marked retired (``retired``) under every labe
 the last plan read it under (the source goes on reading each down); then it is
 written down (the retired mark with it), counted and logged. A worker stopped
 has its drop published in wool's discovery (of the record noted, never of a
-worker published since); a drop that fails is counted and logged, never undoes
-the stop. A stop that ended otherwise, and goes on nowhere, has its note
-forgotten.
+worker published since), in the namespaces its series name (none for a worker
+whose series name none: a worker of a targets file); a drop that fails is counted
+and logged, never undoes the stop. A stop that ended otherwise, and goes on
+nowhere, has its note forgotten.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class StopBookkeeping:
         self.metrics.stops.labels(attempt.result.value).inc()
         decision_log.append(self.records, record)
         if attempt.result is StopResult.STOPPED:
-            await self._drop(decision.worker)
+            await self._drop(decision)
         elif not attempt.going_on:  # an unanswered call ended at once has no stop_ended
             self._forget_note(decision.worker)
 
@@ -96,7 +97,7 @@ class StopBookkeeping:
             if ended is not StopResult.STOPPED:
                 self._forget_note(worker)
             if ended is StopResult.STOPPED:
-                await self._drop(worker)
+                await self._drop(decision)
 
     def _group(self, decision: Decision) -> dict[str, str]:
         """``decision``'s group labels as its worker's series carry them (whole: the
@@ -108,13 +109,15 @@ class StopBookkeeping:
         if self.dropper is not None:
             self.dropper.forget(worker)
 
-    async def _drop(self, worker: str) -> None:
-        """Publish the drop of ``worker`` (given a ``dropper``); a failure is logged."""
+    async def _drop(self, decision: Decision) -> None:
+        """Publish the drop of ``decision``'s worker from the namespaces its series name
+        (given a ``dropper``); a failure is logged, no drop to make is not counted."""
         if self.dropper is None:
             return
         try:
-            dropped = await self.dropper.drop(worker)
+            dropped = await self.dropper.drop(decision.worker, decision.namespaces)
         except Exception:
-            log.exception("worker %s: publishing its drop failed", field_value(worker))
+            log.exception("worker %s: publishing its drop failed", field_value(decision.worker))
             return
-        self.metrics.drops.labels(dropped.value).inc()
+        if dropped is not None:
+            self.metrics.drops.labels(dropped.value).inc()

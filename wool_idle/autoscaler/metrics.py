@@ -17,9 +17,10 @@ class AutoscalerMetrics:
     ``stops_total{result}`` counts each stop tried once, by ``StopResult``;
     ``blocked_total{reason}`` counts each decision whose ``Verdict`` blocks;
     ``drops_total{result}`` each drop published (or not) for a stopped worker, by
-    ``DropResult``; ``cycle_errors_total`` each cycle that raised (not a failed read:
-    ``source_up``); ``state_write_errors_total`` each write of ``--state-file`` that
-    failed (``memory``); ``retired_timestamp_seconds{worker,<group_by>}`` shows the
+    ``DropResult`` (none for a worker with no drop to make: ``Dropper.drop``);
+    ``cycle_errors_total`` each cycle that raised (not a failed read: ``source_up``);
+    ``state_write_errors_total`` each write of ``--state-file`` that failed
+    (``memory``); ``retired_timestamp_seconds{worker,<group_by>}`` shows the
     workers stopped (``retired``).
     """
 

@@ -58,6 +58,8 @@ class Reading:
     ``group`` is the values of the ``group_by`` labels, in their order;
     ``identity`` names the worker the reading is of when other readings name it
     too (see the module docstring); empty, the ``worker`` label is its identity.
+    ``namespaces`` is the wool namespaces its series name (``wool_namespace``), where its
+    drop goes once it is stopped: never compared, it decides nothing here.
     """
 
     worker: str
@@ -70,6 +72,7 @@ class Reading:
     conflicting: bool = False
     group: tuple[str, ...] = ()
     identity: str = ""
+    namespaces: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,12 +126,13 @@ class PolicyState:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The verdict on one worker, with the idle value it was based on and its group."""
+    """The verdict on one worker, with its reading's idle value, group and namespaces."""
 
     worker: str
     idle: float | None
     verdict: Verdict
     group: tuple[str, ...] = ()
+    namespaces: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -218,26 +222,22 @@ def plan(
     floor.take(ranked, room, settings.max_stops_per_cycle, verdicts)
     chosen = {r.worker for r in ranked}
     in_order = ranked + [r for w, r in latest.items() if w not in chosen]
-    decisions = tuple(Decision(r.worker, r.idle, verdicts[r.worker], r.group) for r in in_order)
+    decisions = tuple(
+        Decision(r.worker, r.idle, verdicts[r.worker], r.group, r.namespaces) for r in in_order
+    )
     next_state = PolicyState(streaks, cooldowns, retiring, first_seen)
     return Plan(decisions, next_state, len(ranked) + held)
 
 
 def after_stop(
-    state: PolicyState,
-    worker: str,
-    *,
-    result: StopResult,
-    now: float,
-    settings: PolicySettings,
+    state: PolicyState, worker: str, *, result: StopResult, now: float, settings: PolicySettings
 ) -> PolicyState:
     """The state once a planned stop of ``worker`` has come to ``result``.
 
     A stop sent (``STOPPED``, or ``UNANSWERED``: it may be draining) makes the
     worker retiring: it counts as gone for the floor and is not stopped again. A
     dry run changes nothing. Any other result resets the worker's streak and cools
-    it down for ``cooldown`` s.
-    """
+    it down for ``cooldown`` s."""
     if result is StopResult.DRY_RUN:
         return state
     if result in (StopResult.STOPPED, StopResult.UNANSWERED):

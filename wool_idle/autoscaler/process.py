@@ -89,7 +89,8 @@ class FirstRead:
 
 
 def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
-    """The drops to publish; LAN namespaces are logged as having none."""
+    """The drops to publish, given any discovery; LAN namespaces are logged as having
+    none."""
     for spec in specs:
         if spec.kind is DiscoveryKind.LAN:
             log.info(
@@ -98,8 +99,8 @@ def _dropper(specs: tuple[DiscoverySpec, ...]) -> Dropper | None:
                 spec,
                 RETIRED_TIMESTAMP,
             )
-    namespaces = local_namespaces(specs)
-    return Dropper(namespaces) if namespaces else None
+    lan = [s.namespace for s in specs if s.kind is DiscoveryKind.LAN]
+    return Dropper(local_namespaces(specs), lan=lan) if specs else None
 
 
 async def run_daemon(

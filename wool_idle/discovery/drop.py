@@ -6,10 +6,17 @@ clients keep it as a candidate. ``LocalDiscovery`` lets any process publish a
 drop; ``LanDiscovery`` does not (a drop from another process is a silent no-op
 there), so a LAN namespace gets none.
 
+Which namespaces a stopped worker is dropped from: those its series name
+(``wool_namespace``, as the exporter labels a discovered worker) that a ``local:``
+discovery of the ``Dropper`` follows. A worker whose series name none (a worker of
+a targets file or ``--target``), or only followed ``lan:`` ones, has no drop to make:
+none is tried. A namespace no discovery follows is not touched (``not_followed``):
+whether it is local or LAN is unknown, and the operator named it nowhere.
+
 How a drop is made, attach-only (this process never creates or owns a
 namespace): right before the stop is sent, ``Dropper.note`` reads which records
 list the worker's address; after the stop, the namespace's records are read
-again from its shared memory and the worker whose address is the stopped
+again from its shared memory (``published``) and the worker whose address is the stopped
 worker's is found by uid (when several records share the address, which was
 stopped is unknown: none is dropped; a record not noted before the stop is a
 new worker on the address, and stays); then
@@ -21,33 +28,25 @@ namespace's notify file is truncated (never through a link), which wakes wool's 
 subscribers (wool's own default clients: the touch wool makes arrives as an
 event they ignore). ``Dropper.drop`` raises nothing but cancellation: every
 failure is a ``DropResult``, logged once (the functions it calls raise).
-
-It reads wool 0.15's layout through wool's own private helpers (a segment of
-16-byte worker uids after a 16-byte header; one block per worker holding a
-length-prefixed ``WorkerMetadata`` protobuf); the ``wool`` extra pins wool
-below 0.16. ``wool`` is imported only when a drop is made.
+The ``wool`` extra pins wool below 0.16; ``wool`` is imported only when a drop is made.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 import uuid
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED
-from wool_idle.discovery.local import check_capacity
 from wool_idle.discovery.namespace_files import (
     check_lock,
     lock_path,
     notify_path,
     wake_subscribers,
 )
+from wool_idle.discovery.published import listed_at
 from wool_idle.logs import field_value
-from wool_idle.worker.address import parse_address, same_endpoint
 
 log = logging.getLogger("wool_idle.discovery")
 
@@ -81,64 +80,9 @@ class DropResult(StrEnum):
     """The namespace's file lock was not acquired within ``DROP_LOCK_TIMEOUT``."""
     FAILED = "failed"
     """Any other error."""
-
-
-@dataclass(frozen=True)
-class PublishedRecord:
-    """The two facts of a published wool worker record a drop needs (the follower's
-    full record is ``records.WorkerRecord``)."""
-
-    uid: uuid.UUID
-    address: str
-
-
-def read_records(namespace: str) -> list[PublishedRecord]:
-    """The records of a ``LocalDiscovery`` namespace, read without owning it.
-
-    ``FileNotFoundError`` if the namespace does not exist; ``TooManyWorkers`` (before
-    reading a record) if it has room for more than ``MAX_WORKERS_FOLLOWED``. A record
-    whose block is gone (its publisher was killed) or does not decode is skipped.
-    """
-    from wool.runtime.discovery import local
-
-    check_capacity(namespace, MAX_WORKERS_FOLLOWED)
-    with local._shared_memory(local._short_hash(namespace)) as segment:
-        uids = [
-            uuid.UUID(bytes=slot)
-            for _, slot in local._iter_slots(segment.buf)
-            if slot != local.NULL_REF
-        ]
-    return [record for uid in uids if (record := _read_record(uid)) is not None]
-
-
-def _read_record(uid: uuid.UUID) -> PublishedRecord | None:
-    """The record in ``uid``'s block, or None if the block is gone or unreadable."""
-    from wool import protocol
-    from wool.runtime.discovery import local
-
-    try:
-        with local._shared_memory(local._short_hash(uid.hex)) as block:
-            (size,) = struct.unpack_from("I", block.buf, 0)
-            message = protocol.WorkerMetadata.FromString(bytes(block.buf[4 : 4 + size]))
-    except Exception as error:  # gone, truncated, not a protobuf: not a record to drop
-        log.debug("worker record %s unreadable: %s: %s", uid, type(error).__name__, error)
-        return None
-    return PublishedRecord(uid, message.address)
-
-
-def listed_at(namespace: str, address: str) -> set[uuid.UUID]:
-    """The uids of ``namespace``'s records at ``address`` (a valid worker address):
-    spelt so, or another spelling of its IP address (``[::1]:P`` listed, the worker
-    read as ``[0:0:0:0:0:0:0:1]:P``; see ``same_endpoint``)."""
-    return {r.uid for r in read_records(namespace) if _at(r.address, address)}
-
-
-def _at(listed: str, address: str) -> bool:
-    """Whether a record listing ``listed`` (any text) is at ``address``."""
-    try:
-        return listed == address or same_endpoint(parse_address(listed), address)
-    except ValueError:  # not a worker address: no other spelling of one
-        return False
+    NOT_FOLLOWED = "not_followed"
+    """The worker's series name a namespace no discovery of the autoscaler follows: it
+    is not dropped from it (nor from any other)."""
 
 
 async def drop_in(
@@ -172,12 +116,17 @@ async def drop_in(
 
 
 class Dropper:
-    """Publishes the drop of stopped workers in ``namespaces`` (LocalDiscovery)."""
+    """Publishes the drop of stopped workers in the ``local`` namespaces; ``lan`` ones
+    are followed too, with no drop from another process."""
 
     def __init__(
-        self, namespaces: Sequence[str], *, lock_timeout: float = DROP_LOCK_TIMEOUT
+        self,
+        local: Sequence[str],
+        *,
+        lan: Collection[str] = (),
+        lock_timeout: float = DROP_LOCK_TIMEOUT,
     ) -> None:
-        self.namespaces = tuple(namespaces)
+        self.namespaces, self.lan = tuple(local), frozenset(lan)
         self.lock_timeout = lock_timeout
         self._notes: dict[str, set[uuid.UUID]] = {}
 
@@ -201,15 +150,29 @@ class Dropper:
         or cut off), and the note would only crowd out those of stops going on."""
         self._notes.pop(address, None)
 
-    async def drop(self, address: str) -> DropResult:
-        """Drop the worker at ``address`` wherever it is listed by a record noted before
-        its stop (``note``), and log the outcome in one line (and each failed
+    async def drop(self, address: str, namespaces: Collection[str]) -> DropResult | None:
+        """Drop the worker at ``address`` from each of ``namespaces`` (those its series
+        name) that a ``local`` discovery follows, where a record noted before its stop
+        (``note``) lists it, and log the outcome in one line (and each failed
         namespace's error in one more); never raises but for cancellation.
-        ``published`` if any namespace held it and took the drop."""
+        ``published`` if any namespace took the drop; ``not_followed`` if all it names
+        are followed by no discovery. None, and a debug line, when there is no drop to
+        make: it names no namespace, or only ``lan`` ones."""
         noted = self._notes.pop(address, set())
-        results = {ns: await self._drop_in(ns, address, noted) for ns in self.namespaces}
-        result = min(results.values(), key=_RANK.index, default=DropResult.NOT_FOUND)
-        where = ", ".join(f"local:{ns} {outcome.value}" for ns, outcome in results.items())
+        named = sorted(namespaces)
+        results = {
+            f"local:{ns}": await self._drop_in(ns, address, noted)
+            for ns in named
+            if ns in self.namespaces
+        }
+        outside = [ns for ns in named if ns not in self.namespaces and ns not in self.lan]
+        results |= {ns: DropResult.NOT_FOLLOWED for ns in outside}
+        if not results:
+            why = "its series name no wool namespace" if not named else "LAN has no drop"
+            log.debug("worker %s: no drop (%s)", field_value(address), why)
+            return None
+        result = min(results.values(), key=_RANK.index)
+        where = ", ".join(f"{ns} {outcome.value}" for ns, outcome in results.items())
         level = logging.INFO if result is DropResult.PUBLISHED else logging.WARNING
         log.log(level, "worker %s: drop %s (%s)", field_value(address), result.value, where)
         return result
@@ -242,6 +205,7 @@ _RANK: Final = (
     DropResult.NAMESPACE_MISSING,
     DropResult.REPLACED,
     DropResult.NOT_FOUND,
+    DropResult.NOT_FOLLOWED,
 )
 """Which namespace's result a drop reports: a publication, else the failure
 that most likely left the worker listed."""

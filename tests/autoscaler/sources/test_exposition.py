@@ -96,6 +96,29 @@ class TestParseExposition:
         ]
         assert parse_exposition(text)[0].group == ()
 
+    def test_parse_exposition_keeps_the_wool_namespaces_without_group_by(self) -> None:
+        """Given a discovered worker (its series name a wool namespace), a targets-file
+        worker (none) and a worker whose series name two, when parsed without group-by,
+        then each reading carries the namespaces its series name, and two namespaces
+        make no conflict (they decide no stop, only where its drop goes)."""
+        # Arrange
+        text = exposition(
+            ("a:1", ',wool_namespace="ns",wool_tags="hot"', 90),
+            ("b:1", ',pool="gpu"', 90),
+        ) + (
+            'wool_worker_idle_seconds{worker="c:1",wool_namespace="one"} 90\n'
+            'wool_worker_up{worker="c:1",wool_namespace="two"} 1\n'
+            'wool_worker_idle_supported{worker="c:1",wool_namespace="one"} 1\n'
+        )
+        # Act
+        readings = parse_exposition(text)
+        # Assert
+        assert [(r.worker, r.namespaces, r.conflicting) for r in readings] == [
+            ("a:1", frozenset({"ns"}), False),
+            ("b:1", frozenset(), False),
+            ("c:1", frozenset({"one", "two"}), False),
+        ]
+
     def test_parse_exposition_series_in_two_groups_conflict(self) -> None:
         """Given a worker whose up series has another wool_tags value than its idle
         series, when parsed with group-by wool_tags and planned, then it is conflicting

@@ -139,6 +139,28 @@ class TestParseQueryResponses:
         # Assert
         assert [r.group for r in readings] == [("hot", "ns"), ("", "ns")]
 
+    def test_parse_query_responses_keeps_the_wool_namespaces(self) -> None:
+        """Given a discovered worker (its series name a wool namespace) and a
+        targets-file worker (none, or an empty one), when parsed without group-by, then
+        each reading carries the namespaces its series name, and the planned decision
+        too (where its drop goes once stopped)."""
+        # Arrange
+        values = vector(
+            *healthy("a:1", "900", wool_namespace="ns"),
+            *healthy("b:1", "900", wool_namespace=""),
+        )
+        ages = vector(({"worker": "a:1"}, "1"), ({"worker": "b:1"}, "1"))
+        settings = PolicySettings(max_idle=60.0, min_workers=0)
+        # Act
+        readings = parse_query_responses(values, ages)
+        planned = policy.plan(readings, policy.PolicyState(), settings, 0.0)
+        # Assert
+        assert [r.namespaces for r in readings] == [frozenset({"ns"}), frozenset()]
+        assert {d.worker: d.namespaces for d in planned.stops} == {
+            "a:1": frozenset({"ns"}),
+            "b:1": frozenset(),
+        }
+
     def test_parse_query_group_value_not_utf8_raises(self) -> None:
         """Given a group-by label value that is a lone surrogate (JSON `"\\udcff"`),
         when parsed with that group-by, then SourceError: no exposition could render

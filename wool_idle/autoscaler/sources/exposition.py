@@ -65,6 +65,7 @@ def parse_exposition(
     No sample is younger than ``age``, the answer's own (``answer_age``: a cache
     serving text it has held, timestamps or not, serves it that old).
     A worker with no idle sample takes the age of its ``idle_supported`` one.
+    Each reading's namespaces are the ``wool_namespace`` values of its selected series.
     Each reading's group is the values of its series' ``group_by`` labels, the
     series ``selectors`` leave out included: a worker they read in one group and
     other series name in another is conflicting. Only
@@ -73,7 +74,7 @@ def parse_exposition(
     A line longer than ``MAX_LINE`` is a ``SourceError``.
     """
     samples = SamplesByWorker(group_by)
-    add, place = samples.add, samples.place  # bound once: a loop per sample
+    add, place, namespaced = samples.add, samples.place, samples.name_namespace  # bound once
     stamped: dict[str, Values] = {IDLE_SECONDS: {}, IDLE_SUPPORTED: {}}
     now = time.time()
     pushed = PushTimes() if PUSH_TIME in text else None
@@ -97,6 +98,7 @@ def parse_exposition(
                 if selectors and not all(s.matches(labels) for s in selectors):
                     continue
                 add(values, worker, sample.value)
+                namespaced(worker, labels)
                 if sample.timestamp is not None and ages is not None:
                     since = age_since(float(sample.timestamp), now)
                     keep_oldest(ages, worker, None if since is None else max(since, age))

@@ -27,7 +27,8 @@ _NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
 
 def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) -> list[Reading]:
     """Readings from the bodies of ``series_query`` and ``age_query``; each reading's
-    group is the values of its series' ``group_by`` labels.
+    group is the values of its series' ``group_by`` labels, its namespaces the
+    ``wool_namespace`` values of its series.
 
     ``SourceError`` if either is not an instant vector whose samples carry a
     string ``__name__`` (values) and a string ``worker`` label, or if a
@@ -35,6 +36,7 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
     """
     samples = SamplesByWorker(group_by)
     series_of, add, place = samples.by_series.get, samples.add, samples.place  # bound once
+    namespaced = samples.name_namespace
     for labels, value in _samples(values):
         name = labels.get("__name__")
         if type(name) is not str:
@@ -45,6 +47,7 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
             if type(worker) is not str:
                 raise SourceError(_NO_WORKER)
             add(series, worker, _number(value))
+            namespaced(worker, labels)
             if group_by:
                 try:
                     place(worker, labels)

@@ -6,6 +6,8 @@ they differ, the worker's reading is ``conflicting``: it is never stopped, and
 no single series is trusted over another. The same holds for the worker's
 group: the values of the ``group_by`` labels (a missing label is the empty
 value) must be the same on every series of the worker, or it is conflicting.
+Not so its wool namespaces (``wool_namespace``): every one its series name is kept,
+for its drop once stopped (``Reading.namespaces``); they decide no stop.
 Sample ages are the exception (``keep_oldest``): duplicates scraped at
 different moments (two scrape jobs of one exporter) always differ in age, so
 the oldest counts, an unknown or negative one oldest of all.
@@ -17,7 +19,14 @@ import math
 from collections.abc import Mapping, Sequence
 
 from wool_idle.autoscaler.policy import Reading
-from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, UP, encodes_as_utf8, valid_idle
+from wool_idle.contract import (
+    IDLE_SECONDS,
+    IDLE_SUPPORTED,
+    NAMESPACE_LABEL,
+    UP,
+    encodes_as_utf8,
+    valid_idle,
+)
 
 Values = dict[str, float | None]
 """Sample values of one series, by worker (None: not a number)."""
@@ -25,7 +34,8 @@ Values = dict[str, float | None]
 
 class SamplesByWorker:
     """The policy's series (``by_series``) and sample ages (``ages``) of one read,
-    and each worker's group (``groups``: the values of ``group_by``)."""
+    each worker's group (``groups``: the values of ``group_by``) and the wool
+    namespaces its series name (``namespaces``)."""
 
     def __init__(self, group_by: Sequence[str] = ()) -> None:
         self.by_series: dict[str, Values] = {IDLE_SECONDS: {}, UP: {}, IDLE_SUPPORTED: {}}
@@ -33,6 +43,14 @@ class SamplesByWorker:
         self.conflicting: set[str] = set()
         self.group_by = tuple(group_by)
         self.groups: dict[str, tuple[str, ...]] = {}
+        self.namespaces: dict[str, set[str]] = {}
+
+    def name_namespace(self, worker: str, labels: Mapping[str, object]) -> None:
+        """Record the wool namespace a series of ``worker`` names in its ``labels``, if
+        any (a label that is empty or not a string names none)."""
+        namespace = labels.get(NAMESPACE_LABEL)
+        if namespace and isinstance(namespace, str):
+            self.namespaces.setdefault(worker, set()).add(namespace)
 
     def add(self, values: Values, worker: str, value: float | None) -> None:
         """Record ``worker``'s ``value`` in ``values``; a different value already there
@@ -64,7 +82,7 @@ class SamplesByWorker:
         exporter's answer (read just now), ``math.inf`` where unknown means stale.
         """
         idle, up, supported = (self.by_series[n] for n in (IDLE_SECONDS, UP, IDLE_SUPPORTED))
-        ages, conflicting, groups = self.ages, self.conflicting, self.groups
+        ages, conflicting, groups, named = self.ages, self.conflicting, self.groups, self.namespaces
         reading, valid = Reading, valid_idle  # bound once: a loop per worker
         readings = []
         for worker in dict.fromkeys([*up, *supported, *idle]):
@@ -79,6 +97,7 @@ class SamplesByWorker:
                     age=math.inf if age is None else age,
                     conflicting=worker in conflicting,
                     group=groups.get(worker, ()) if groups else (),
+                    namespaces=frozenset(named.get(worker, ())),
                 )
             )
         return readings
