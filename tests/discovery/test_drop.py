@@ -10,18 +10,15 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import wool
+from support.wool_namespaces import listed, lock_path
 from support.wool_pools import WoolFleet, unique_namespace
-from wool.runtime.discovery.local import _short_hash
 
-from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, TooManyWorkers
 from wool_idle.discovery.drop import Dropper, DropResult
 from wool_idle.discovery.namespace_files import notify_path
 from wool_idle.discovery.published import read_records
@@ -29,23 +26,6 @@ from wool_idle.discovery.published import read_records
 pytestmark = pytest.mark.e2e
 
 WAIT = 10.0
-
-
-async def listed(namespace: str) -> set[str]:
-    """The addresses a fresh polling wool subscriber finds in its first scan."""
-    seen: set[str] = set()
-    stream = aiter(wool.LocalDiscovery(namespace).subscribe(poll_interval=0.2))
-    try:
-        while True:
-            event = await asyncio.wait_for(anext(stream), 1.0)
-            if event.type != "worker-added":
-                break
-            seen.add(event.metadata.address)
-    except TimeoutError:
-        pass
-    finally:
-        await stream.aclose()
-    return seen
 
 
 async def next_drop(stream: AsyncIterator[Any]) -> Any:
@@ -61,76 +41,6 @@ def noted(dropper: Dropper, address: str) -> Dropper:
     """``dropper``, having noted ``address`` as the daemon does right before a stop."""
     dropper.note(address)
     return dropper
-
-
-def lock_path(namespace: str) -> Path:
-    return Path(tempfile.gettempdir()) / f"wool-lock-{_short_hash(namespace)}"
-
-
-@pytest.fixture
-async def pools():
-    """A held namespace with a hot pool of 2 wool workers."""
-    async with WoolFleet() as fleet:
-        await fleet.hold()
-        await fleet.serve("hot", 2)
-        yield fleet
-
-
-class TestReadRecords:
-    async def test_read_records_as_wool_lists_them(self, pools) -> None:
-        """Given a namespace with two workers, when its records are read, then they are
-        the workers wool's own subscriber lists, each with its uid."""
-        # Act
-        records = read_records(pools.namespace)
-        # Assert
-        assert {r.address for r in records} == await listed(pools.namespace)
-        assert len({r.uid for r in records}) == 2
-
-    def test_read_records_missing_namespace_creates_nothing(self) -> None:
-        """Given a namespace that does not exist, when read, then FileNotFoundError, and
-        no segment, lock file or notify directory was created (never an owner)."""
-        # Arrange
-        namespace = unique_namespace("absent")
-        # Act / Assert
-        with pytest.raises(FileNotFoundError):
-            read_records(namespace)
-        assert not Path("/dev/shm", _short_hash(namespace)).exists()
-        assert not lock_path(namespace).exists()
-        assert not notify_path(namespace).parent.exists()
-
-    async def test_read_records_room_over_the_limit_reads_no_record(self, namespace) -> None:
-        """Given a namespace whose owner stamped a capacity over MAX_WORKERS_FOLLOWED, with
-        a worker, when read, then TooManyWorkers before any record is read, and a drop
-        there is failed (nothing published)."""
-        # Arrange
-        address = "127.0.0.1:5001"
-        with wool.LocalDiscovery(namespace, capacity=MAX_WORKERS_FOLLOWED + 1):
-            async with wool.LocalDiscovery.Publisher(namespace) as publisher:
-                await publisher.publish(
-                    "worker-added",
-                    wool.WorkerMetadata(uid=uuid.uuid4(), address=address, pid=1, version="0"),
-                )
-                # Act
-                with pytest.raises(TooManyWorkers):
-                    read_records(namespace)
-                result = await noted(Dropper([namespace]), address).drop(address, {namespace})
-                # Assert
-                assert result is DropResult.FAILED
-                assert await listed(namespace) == {address}
-
-    async def test_read_records_skips_a_record_whose_block_is_gone(self, pools) -> None:
-        """Given a namespace where a publisher left a slot whose block it unlinked (as a
-        killed pool does), when read, then that record is skipped and the live workers
-        are still read."""
-        # Arrange
-        ghost = wool.WorkerMetadata(uid=uuid.uuid4(), address="127.0.0.1:9", pid=1, version="0")
-        async with wool.LocalDiscovery.Publisher(pools.namespace) as publisher:
-            await publisher.publish("worker-added", ghost)
-        # Act
-        records = read_records(pools.namespace)
-        # Assert
-        assert len(records) == 2
-        assert "127.0.0.1:9" not in {r.address for r in records}
 
 
 class TestDropper:

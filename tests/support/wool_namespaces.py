@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 from wool import LocalDiscovery, WorkerMetadata
+from wool.runtime.discovery.local import _short_hash
 
 from support.wool_pools import unique_namespace
 from wool_idle.demo.fleet import remove_namespace_files
@@ -84,3 +87,25 @@ async def running(follower: Follower) -> AsyncIterator[Follower]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def listed(namespace: str) -> set[str]:
+    """The addresses a fresh polling wool subscriber finds in its first scan."""
+    seen: set[str] = set()
+    stream = aiter(LocalDiscovery(namespace).subscribe(poll_interval=0.2))
+    try:
+        while True:
+            event = await asyncio.wait_for(anext(stream), 1.0)
+            if event.type != "worker-added":
+                break
+            seen.add(event.metadata.address)
+    except TimeoutError:
+        pass
+    finally:
+        await stream.aclose()
+    return seen
+
+
+def lock_path(namespace: str) -> Path:
+    """The lock file wool takes for ``namespace`` (computed apart from ours)."""
+    return Path(tempfile.gettempdir()) / f"wool-lock-{_short_hash(namespace)}"
