@@ -81,8 +81,8 @@ class DropResult(StrEnum):
     FAILED = "failed"
     """Any other error."""
     NOT_FOLLOWED = "not_followed"
-    """The worker's series name a namespace no discovery of the autoscaler follows: it
-    is not dropped from it (nor from any other)."""
+    """The worker's series name a namespace no discovery of the autoscaler follows:
+    nothing is dropped from it (its local or LAN kind is unknown)."""
 
 
 async def drop_in(
