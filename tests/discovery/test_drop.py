@@ -178,20 +178,34 @@ class TestDropper:
         # Assert
         assert result is DropResult.PUBLISHED
 
-    async def test_drop_names_no_namespace_makes_none(self, pools, caplog) -> None:
-        """Given a followed namespace listing a worker, when a worker at that address
-        whose series name no wool namespace (a targets-file worker) is dropped, then no
-        drop is made (None, no result logged but at debug) and the record stays."""
+    async def test_drop_names_no_namespace_and_listed_nowhere_makes_none(
+        self, pools, caplog
+    ) -> None:
+        """Given a followed namespace, when a worker it does not list, whose series name
+        no wool namespace (a targets-file worker), is dropped, then no drop is made
+        (None, nothing logged but at debug: no not_found) and the namespace is as it was."""
         # Arrange
-        address = sorted(await listed(pools.namespace))[0]
+        before = await listed(pools.namespace)
         caplog.set_level(logging.DEBUG, logger="wool_idle.discovery")
         # Act
-        result = await noted(Dropper([pools.namespace]), address).drop(address, set())
+        result = await noted(Dropper([pools.namespace]), "127.0.0.1:9").drop("127.0.0.1:9", set())
         # Assert
         assert result is None
-        assert address in await listed(pools.namespace)
+        assert await listed(pools.namespace) == before
         assert [r.levelno for r in caplog.records] == [logging.DEBUG]
-        assert f"worker {address}: no drop (its series name no wool namespace)" in caplog.text
+        assert "worker 127.0.0.1:9: no drop (in no namespace and named in none)" in caplog.text
+
+    async def test_drop_names_no_namespace_but_listed_is_published(self, pools) -> None:
+        """Given a wool worker listed in a followed namespace whose series name none (it
+        is in a targets file too, whose labels win), when it is dropped, then it is
+        published there: wool's clients no longer route to it."""
+        # Arrange
+        dropped, kept = sorted(await listed(pools.namespace))
+        # Act
+        result = await noted(Dropper([pools.namespace]), dropped).drop(dropped, set())
+        # Assert
+        assert result is DropResult.PUBLISHED
+        assert await listed(pools.namespace) == {kept}
 
     async def test_drop_only_from_the_namespace_named(self, pools, caplog) -> None:
         """Given two followed namespaces (one missing), when a worker whose series name

@@ -89,8 +89,7 @@ async def retire_once(url: str, namespace: str, *options: str) -> subprocess.Com
 class TestWoolRetirement:
     async def test_stop_drop_and_clients_route_to_the_rest(self, tmp_path: Path) -> None:
         """Given a held namespace with a hot pool of 2 and a cold pool of 1 (idle since
-        start), listed for the exporter with their wool_namespace and wool_tags (as its
-        discovery would label them), and a wool client on the
+        start), listed for the exporter with their wool_tags, and a wool client on the
         hot tag with wool's default (notification-only) discovery that has used both
         hot workers, when `autoscaler --once --group-by wool_tags --min-workers 1
         --wool-discovery local:NS` runs, then one hot worker is stopped and its drop
@@ -103,13 +102,7 @@ class TestWoolRetirement:
             await pools.serve("cold", 1)
             listed = await records(pools.namespace)
             groups = [
-                {
-                    "targets": [address],
-                    "labels": {
-                        "wool_namespace": pools.namespace,
-                        "wool_tags": ",".join(sorted(m.tags)),
-                    },
-                }
+                {"targets": [address], "labels": {"wool_tags": ",".join(sorted(m.tags))}}
                 for address, m in listed.items()
             ]
             (tmp_path / "targets.yml").write_text(yaml.safe_dump(groups))

@@ -9,9 +9,13 @@ there), so a LAN namespace gets none.
 Which namespaces a stopped worker is dropped from: those its series name
 (``wool_namespace``, as the exporter labels a discovered worker) that a ``local:``
 discovery of the ``Dropper`` follows. A worker whose series name none (a worker of
-a targets file or ``--target``), or only followed ``lan:`` ones, has no drop to make:
-none is tried. A namespace no discovery follows is not touched (``not_followed``):
-whether it is local or LAN is unknown, and the operator named it nowhere.
+a targets file or ``--target``) is dropped from every followed ``local:`` namespace
+only if one of them listed it right before its stop (a wool worker also listed in a
+targets file, whose labels win); one that none listed has no drop to make, and none
+is tried (no ``not_found``: a worker of no namespace is no misconfiguration). Only
+followed ``lan:`` ones: no drop either. A namespace no discovery follows is not
+touched (``not_followed``): whether it is local or LAN is unknown, and the operator
+named it nowhere.
 
 How a drop is made, attach-only (this process never creates or owns a
 namespace): right before the stop is sent, ``Dropper.note`` reads which records
@@ -156,10 +160,12 @@ class Dropper:
         (``note``) lists it, and log the outcome in one line (and each failed
         namespace's error in one more); never raises but for cancellation.
         ``published`` if any namespace took the drop; ``not_followed`` if all it names
-        are followed by no discovery. None, and a debug line, when there is no drop to
-        make: it names no namespace, or only ``lan`` ones."""
+        are followed by no discovery. Naming none, it is dropped from every ``local``
+        namespace followed if its note found it listed. None, and a debug line, when
+        there is no drop to make: it names no namespace and none listed it, or it names
+        only ``lan`` ones."""
         noted = self._notes.pop(address, set())
-        named = sorted(namespaces)
+        named = sorted(namespaces) or (sorted(self.namespaces) if noted else [])
         results = {
             f"local:{ns}": await self._drop_in(ns, address, noted)
             for ns in named
@@ -168,7 +174,7 @@ class Dropper:
         outside = [ns for ns in named if ns not in self.namespaces and ns not in self.lan]
         results |= {ns: DropResult.NOT_FOLLOWED for ns in outside}
         if not results:
-            why = "its series name no wool namespace" if not named else "LAN has no drop"
+            why = "LAN has no drop" if namespaces else "in no namespace and named in none"
             log.debug("worker %s: no drop (%s)", field_value(address), why)
             return None
         result = min(results.values(), key=_RANK.index)
