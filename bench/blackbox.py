@@ -24,8 +24,8 @@ per-request costs and changes the ratios; see docs/benchmarks.md):
 - with ``--grpc-experiments``, ``wool /probe (exp)`` and ``wool /metrics (exp)``:
   one more wool-idle exporter, with the fleet in its targets file, run with
   ``GRPC_EXPERIMENTS`` set to that value (an operator's tuning of gRPC, e.g.
-  ``bench.services.EVENT_ENGINE_OFF``); blackbox_exporter is Go and has no
-  such setting.
+  ``-event_engine_client,-event_engine_for_all_other_endpoints``: docs/scaling.md);
+  blackbox_exporter is Go and has no such setting.
 
 A mode's cost is the exporter process's CPU over the round (utime + stime of
 all its threads, from ``/proc/<pid>/stat``). Rounds alternate the modes

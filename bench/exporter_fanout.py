@@ -8,8 +8,9 @@ process over it, and the floor (bench.floor: a bare grpc.aio loop, one idle
 call per target over open channels with the exporter's channel options, the
 same concurrency). Scrapes and floor rounds alternate so both see the same
 machine. ``--grpc-experiments`` sets ``GRPC_EXPERIMENTS`` for both the
-exporter and the floor (e.g. ``bench.services.EVENT_ENGINE_OFF``). Prints a
-table, then the ratios exporter/floor last.
+exporter and the floor (e.g.
+``-event_engine_client,-event_engine_for_all_other_endpoints``: docs/scaling.md).
+Prints a table, then the ratios exporter/floor last.
 """
 
 from __future__ import annotations

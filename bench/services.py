@@ -18,7 +18,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from bench.support import Child
 from wool_idle.proto import SERVICE
@@ -37,10 +37,6 @@ PROMETHEUS_HEADERS = {
     "User-Agent": "Prometheus/2.42.0",
     "X-Prometheus-Scrape-Timeout-Seconds": "10",
 }
-
-EVENT_ENGINE_OFF: Final = "-event_engine_client,-event_engine_for_all_other_endpoints"
-"""``GRPC_EXPERIMENTS`` turning off gRPC's event-engine client (docs/scaling.md, operator
-tuning): the bench sets it only when asked, and then on both sides of a ratio."""
 
 BLACKBOX = "prometheus-blackbox-exporter"
 BLACKBOX_MODULE = "grpc_worker"
