@@ -1,7 +1,8 @@
 """Exporter fan-out: /metrics latency and CPU beside the gRPC floor, per fleet size.
 
     python -m bench.exporter_fanout [--sizes 10,100,1000,3000] [--scrapes 15]
-                                    [--grpc-experiments EXPERIMENTS] [--quick]
+                                    [--concurrency 256] [--grpc-experiments EXPERIMENTS]
+                                    [--quick]
 
 For each N: a simulated fleet of N workers (bench.fleet), the real exporter
 process over it, and the floor (bench.floor: a bare grpc.aio loop, one idle

@@ -1,13 +1,14 @@
 """Worker: dispatch throughput with and without idle polling, and idle latency.
 
-    python -m bench.worker [--seconds 5] [--rounds 4] [--concurrency 32] [--quick]
+    python -m bench.worker [--seconds 5] [--rounds 4] [--concurrency 32] [--hz 100]
+                           [--no-pin] [--quick]
 
 A real worker service (bench.worker_server) runs no-op tasks dispatched by
 this process as fast as it can (``--concurrency`` calls in flight). The
 worker process is pinned to one core and this process and the pollers to
 another (``--no-pin`` to share), so what polling costs the worker is not
 hidden by the pollers competing with it for a core. Rounds
-alternate: unpolled, then polled at 100 Hz by another process
+alternate: unpolled, then polled at ``--hz`` by another process
 (bench.poller). A last round measures the idle RPC's latency under the same
 dispatch load beside an empty unary handler on the same server. Ratios last.
 """

@@ -2,6 +2,7 @@
 
     python -m deploy.prometheus_rule             # writes deploy/kubernetes/prometheusrule.yaml
     python -m deploy.prometheus_rule --output -  # to stdout
+    python -m deploy.prometheus_rule --rules FILE  # from another rules file
 
 (run from the repository root). ``dashboards/prometheus/alerts.yml`` is the one
 source of the alert rules; the ``PrometheusRule`` carries its groups unchanged
