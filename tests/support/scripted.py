@@ -3,7 +3,7 @@
 It stands in for the shapes of worker a test cannot get otherwise: one that
 answers a given status code, a given double, raw bytes that are not an
 ``IdleTime`` (``reply``), or lacks the idle method (a wool worker older than
-0.15). It records what it received.
+0.14). It records what it received.
 """
 
 from __future__ import annotations
