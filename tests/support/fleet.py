@@ -1,4 +1,5 @@
-"""Real worker processes and a real exporter process for autoscaler tests."""
+"""Real worker processes and a real exporter process for the autoscaler's, end-to-end
+and interop tests."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Real wool ``LocalDiscovery`` namespaces held, published to and followed inside the
-test process. ``namespace`` gives each test a namespace of its own and removes its
-leftovers in /tmp."""
+test process. ``fresh_namespace`` gives each test a namespace of its own and removes
+its leftovers in /tmp."""
 
 from __future__ import annotations
 
