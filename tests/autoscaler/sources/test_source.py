@@ -30,7 +30,7 @@ from wool_idle.autoscaler.sources import (
     exposition,
     prometheus,
 )
-from wool_idle.autoscaler.sources.source import answer_age, fetch
+from wool_idle.autoscaler.sources.source import answer_age, fetch, fetch_text
 from wool_idle.contract import valid_idle
 from wool_idle.logs import printable
 from wool_idle.worker.address import parse_address
@@ -53,19 +53,18 @@ def source_of(kind: str, session: aiohttp.ClientSession, base: str) -> Source:
 
 class TestFetch:
     @pytest.mark.parametrize(
-        ("status", "body", "content_type", "json_body"),
+        ("status", "body", "content_type"),
         [
-            (500, "oops", "text/plain", True),
-            (200, "garbage{{{", "application/json", True),
-            (200, "[" * 100_000, "application/json", True),
-            (200, "\xff\xfe", "text/plain; charset=utf-8", False),
+            (500, "oops", "text/plain"),
+            (200, "garbage{{{", "application/json"),
+            (200, "[" * 100_000, "application/json"),
         ],
     )
     async def test_fetch_failures_are_source_errors(
-        self, aiohttp_server, status: int, body: str, content_type: str, json_body: bool
+        self, aiohttp_server, status: int, body: str, content_type: str
     ) -> None:
-        """Given an HTTP answer that is an error, not JSON, JSON nested too deeply for
-        the decoder, or not UTF-8, when fetched, then SourceError."""
+        """Given an HTTP answer that is an error, not JSON, or JSON nested too deeply for
+        the decoder, when fetched, then SourceError."""
 
         # Arrange
         async def answer(request: web.Request) -> web.Response:
@@ -82,7 +81,7 @@ class TestFetch:
         async with aiohttp.ClientSession() as session:
             # Act / Assert
             with pytest.raises(SourceError):
-                await fetch(session, str(server.make_url("/")), {}, 2.0, json_body=json_body)
+                await fetch(session, str(server.make_url("/")), {}, 2.0)
 
     @pytest.mark.parametrize("kind", ["exporter", "prometheus"])
     async def test_read_error_quoting_the_answer_is_cut(self, kind: str) -> None:
@@ -105,8 +104,26 @@ class TestFetch:
         assert forged.decode() not in text and "characters)" in text
         assert len(text.encode()) < 16 * 1024
 
+
+class TestFetchText:
+    async def test_fetch_text_not_utf8_is_a_source_error(self, aiohttp_server) -> None:
+        """Given text that is not UTF-8, though its Content-Type says it is, when fetched
+        as text, then SourceError."""
+
+        # Arrange
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(
+                body=b"\xff\xfe", headers={"Content-Type": "text/plain; charset=utf-8"}
+            )
+
+        base = await serve_every_path(aiohttp_server, answer)
+        async with aiohttp.ClientSession() as session:
+            # Act / Assert
+            with pytest.raises(SourceError):
+                await fetch_text(session, base, 2.0, max_bytes=MiB)
+
     @pytest.mark.parametrize("charset", ["punycode", "utf-16", "latin-1"])
-    async def test_fetch_reads_text_as_utf8_whatever_the_charset(
+    async def test_fetch_text_reads_utf8_whatever_the_charset(
         self, aiohttp_server, charset: str
     ) -> None:
         """Given exposition text (UTF-8, as the format is) served with another charset
@@ -124,7 +141,7 @@ class TestFetch:
         base = await serve_every_path(aiohttp_server, answer)
         async with aiohttp.ClientSession() as session:
             # Act
-            body = await fetch(session, base, {}, 2.0, json_body=False)
+            body, _ = await fetch_text(session, base, 2.0, max_bytes=MiB)
         # Assert
         assert body == text
 
@@ -199,11 +216,9 @@ class TestAnswerAge:
 
 
 class TestFetchCap:
-    @pytest.mark.parametrize(
-        ("answer", "json_body"), [(endless, False), (bomb, False), (sized, True)]
-    )
-    async def test_fetch_body_over_the_cap_is_a_source_error(
-        self, aiohttp_server, answer, json_body: bool
+    @pytest.mark.parametrize("answer", [endless, bomb, sized])
+    async def test_fetch_text_body_over_the_cap_is_a_source_error(
+        self, aiohttp_server, answer
     ) -> None:
         """Given a server answering a body that never ends, a small gzipped body that
         inflates to 8 MiB, or 2 MiB with its length, when fetched with a 1 MiB cap
@@ -216,15 +231,13 @@ class TestFetchCap:
         async with aiohttp.ClientSession() as session:
             # Act / Assert
             with pytest.raises(SourceError, match=f"body over {MiB} bytes"):
-                await fetch(
-                    session, str(server.make_url("/")), {}, 60.0, json_body=json_body, max_bytes=MiB
-                )
+                await fetch_text(session, str(server.make_url("/")), 60.0, max_bytes=MiB)
 
     @pytest.mark.parametrize(
         ("members", "cut", "whole"),
         [(1, True, False), (2, True, False), (1, False, True), (2, False, True)],
     )
-    async def test_fetch_gzip_body_reads_whole_or_fails(
+    async def test_fetch_text_gzip_body_reads_whole_or_fails(
         self, members: int, cut: bool, whole: bool
     ) -> None:
         """Given exposition text gzipped (in one member or two) and sent with the
@@ -245,7 +258,7 @@ class TestFetchCap:
         async with CutAnswer(head + sent, "close") as server, aiohttp.ClientSession() as session:
             # Act
             try:
-                got: str | None = await fetch(session, server.url, {}, 5.0, json_body=False)
+                got: str | None = (await fetch_text(session, server.url, 5.0, max_bytes=MiB))[0]
             except SourceError:
                 got = None
         # Assert

@@ -76,19 +76,17 @@ async def fetch(
     params: Mapping[str, str],
     timeout: float,
     *,
-    json_body: bool = True,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Any:
-    """GET ``url``; the JSON body (or text), or ``SourceError`` for any failure.
+    """GET ``url``; its JSON body, or ``SourceError`` for any failure (text is
+    ``fetch_text``'s).
 
     A body over ``max_bytes``, one that does not decode, or JSON nested too deeply
     for the decoder, is a failure like any other.
     """
     body, _ = await _get(session, url, params, timeout, max_bytes)
     try:
-        if json_body:
-            return await asyncio.to_thread(json.loads, body)
-        return body.decode()  # the text format is UTF-8, whatever the charset says
+        return await asyncio.to_thread(json.loads, body)
     except (ValueError, RecursionError) as error:
         raise SourceError(f"GET {url}: {type(error).__name__}: {error}") from None
 
