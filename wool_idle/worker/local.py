@@ -86,7 +86,8 @@ class LocalWorker(Worker):
         self.tls = tls
         self.log_file = log_file
         self.process: asyncio.subprocess.Process | None = None
-        self._output: asyncio.Future[None] | None = None
+        self._stdout_drain: asyncio.Future[None] | None = None
+        """The task dropping the process's stdout, held: the loop keeps tasks weakly."""
         self._starting = False
 
     async def start(self) -> str:
@@ -108,7 +109,7 @@ class LocalWorker(Worker):
             self._starting = False
         self.process = ready.process
         self.address = ready.line
-        self._output = asyncio.ensure_future(_discard(ready.process.stdout))
+        self._stdout_drain = asyncio.ensure_future(_discard(ready.process.stdout))
         return self.address
 
     async def _stop(self, grace: float) -> None:
