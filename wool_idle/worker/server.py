@@ -75,7 +75,9 @@ class WorkerServer:
         await self._server.wait_for_termination()
 
     async def close(self, grace: float = 0.0) -> None:
-        """Stop the service with ``grace`` and close the server (for tests and signals)."""
+        """Stop the service with ``grace`` and close the server: for an owner in this
+        process (the tests). The ``worker`` command's signals shut the service down
+        and wait for ``wait_closed`` instead."""
         await self.service.shutdown(grace)
         await self._server.stop(CLOSE_GRACE)
         if self._closer is not None:
