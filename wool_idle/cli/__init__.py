@@ -3,9 +3,12 @@
 The package is the command-line layer every part shares:
 
 - ``parser``: the parser, flags in sections, environment variables, defaults
-  from the settings dataclasses;
-- ``values``: what a flag's text may be (durations, booleans, lists, addresses …);
+  from the settings dataclasses; ``flag``: one flag's spellings and variables;
+- ``values``: what a flag's text may be (booleans, lists, addresses …; durations
+  and graces: ``durations``);
+- ``environment``: the ``WOOL_IDLE_*`` variables no subcommand reads, refused;
 - ``tls_flags``, ``web_flags``, ``log_flags``: flags several subcommands share;
+  ``http_flags``: ``--http.config.file``, of a daemon that reads over HTTP;
 - ``serve``: serve until a signal, the run loop of the three daemons.
 """
 
