@@ -52,7 +52,7 @@ from wool_idle.contract import stop_deadline
 from wool_idle.discovery.drop import Dropper
 from wool_idle.logs import field_value
 
-__all__ = ["ActionSettings", "Autoscaler", "BeforeStop"]
+__all__ = ["ActionSettings", "Autoscaler"]
 
 log = logging.getLogger("wool_idle.autoscaler")
 
