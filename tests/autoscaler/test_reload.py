@@ -339,7 +339,7 @@ class TestHttpConfigReload:
             ("basic_auth: {username: bob, pasword: b}", "line 1: unknown key basic_auth.pasword"),
             ("basic_auth: {username: bob, password_file: gone}", "basic_auth.password_file"),
             ("authorization: {credentials: tok}\nca_file: other.crt", "line 2: unknown key"),
-            (None, "cannot read it: No such file or directory"),
+            (None, "http.yml': No such file or directory"),
         ],
         ids=["bad-key", "missing-password-file", "misplaced-key", "deleted"],
     )

@@ -15,7 +15,8 @@ from support.clock import Clock
 
 from wool_idle.web import live_config
 from wool_idle.web.config import WebConfig, WebConfigError
-from wool_idle.web.live_config import FAILED_RETRY, LiveWebConfig
+from wool_idle.web.followed_config import FAILED_RETRY
+from wool_idle.web.live_config import LiveWebConfig
 
 ALICE = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4)).decode()
 BOB = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=4)).decode()
@@ -583,7 +584,7 @@ def count_parses(monkeypatch) -> list[int]:
         assert parsed == [2]
         assert messages == [
             "keeping the web config loaded before",
-            "web config file back to the version in force",
+            "web config back to the version in force",
             "keeping the web config loaded before",
         ]
 

@@ -24,6 +24,7 @@ Reading (the autoscaler's client):
   per version of a followed config);
 - ``urls``: URLs without their userinfo, fit to print.
 
-Shared: ``yaml_fields`` (config files read as Go reads them, strictly) and
+Shared: ``yaml_fields`` (config files read as Go reads them, strictly),
+``followed_config`` (how both config files are followed as they change) and
 ``tls_context`` (SSL contexts that follow their rotating certificate files).
 """
