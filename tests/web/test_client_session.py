@@ -354,3 +354,32 @@ class TestLiveSession:
         # Assert
         assert (old_closed, new.closed) == (True, True)
         assert [auth for _, auth, _ in seen] == ["Bearer one", basic("a", "b")]
+
+    async def test_lease_begun_while_an_old_session_closes_is_not_closed_under_it(
+        self, serve: Serve, tmp_path: Path
+    ) -> None:
+        """Given an unleased session with a kept-alive connection, when two leases begin
+        at once under two new configs (the first waits for the old session to close, the
+        second begins meanwhile), then each lease reads through an open session and
+        sends its own config's credentials."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        configs = [parse_client_config("authorization: {credentials: one}", tmp_path)]
+        sessions = LiveSession(lambda: configs[-1], origin=url)
+        async with sessions.lease() as old:
+            await get(old, url)
+
+        async def read(credentials: str) -> int:
+            configs.append(
+                parse_client_config(f"authorization: {{credentials: {credentials}}}", tmp_path)
+            )
+            async with sessions.lease() as session:
+                return await get(session, f"{url}/{credentials}")
+
+        # Act
+        statuses = await asyncio.gather(read("two"), read("three"), return_exceptions=True)
+        await sessions.close()
+        # Assert
+        assert statuses == [200, 200]
+        assert sorted(auth for _, auth, _ in seen[1:]) == ["Bearer three", "Bearer two"]

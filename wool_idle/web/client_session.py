@@ -124,14 +124,16 @@ class LiveSession:
         if self._closed:
             raise RuntimeError("the HTTP client sessions are closed")
         config = self._in_force()
-        version = self._current
+        version, old = self._current, None
         if version is None or version.config is not config:
             old, version = version, _Version(config, http_session(config, origin=self._origin))
             self._current = version
-            if old is not None and old.leases == 0:
-                await old.session.close()
+        # Counted before the old one is closed: a lease begun during that close may put
+        # yet another version in force, and closes this one unless it is leased.
         version.leases += 1
         try:
+            if old is not None and old.leases == 0:
+                await old.session.close()
             yield version.session
         finally:
             version.leases -= 1
