@@ -133,6 +133,31 @@ class TestDropper:
             assert [r.address for r in read_records(pools.namespace)].count(shared) == 2
             assert await listed(pools.namespace) == {shared, other}
 
+    async def test_drop_address_listed_in_two_namespaces_naming_none_is_ambiguous(
+        self, pools
+    ) -> None:
+        """Given a worker whose series name no namespace, listed in one followed namespace,
+        and a record at its address in another followed one (a worker of another pool
+        sharing its port, as SO_REUSEPORT lets it), when it is dropped, then ambiguous,
+        and both records stay listed: which of them was stopped is unknown."""
+        # Arrange
+        shared, other = sorted(await listed(pools.namespace))
+        fleet = WoolFleet()
+        await fleet.hold()
+        twin = wool.WorkerMetadata(uid=uuid.uuid4(), address=shared, pid=1, version="0.15.7")
+        try:
+            async with wool.LocalDiscovery.Publisher(fleet.namespace) as publisher:
+                await publisher.publish("worker-added", twin)
+                dropper = noted(Dropper([pools.namespace, fleet.namespace]), shared)
+                # Act
+                result = await dropper.drop(shared, set())
+                # Assert
+                assert result is DropResult.AMBIGUOUS
+                assert await listed(pools.namespace) == {shared, other}
+                assert await listed(fleet.namespace) == {shared}
+        finally:
+            await fleet.close()
+
     async def test_drop_worker_published_after_the_stop_is_replaced(self, pools) -> None:
         """Given a worker noted before its stop, and, by the time of its drop, its record
         gone and another worker published at its address (its pool restarted on the

@@ -15,7 +15,9 @@ targets file, whose labels win); one that none listed has no drop to make, and n
 is tried (no ``not_found``: a worker of no namespace is no misconfiguration). Only
 followed ``lan:`` ones: no drop either. A namespace no discovery follows is not
 touched (``not_followed``): whether it is local or LAN is unknown, and the operator
-named it nowhere.
+named it nowhere. Where records at its address were listed in several of the
+namespaces it would be dropped from, none is dropped (``ambiguous``), as for several
+records in one namespace.
 
 How a drop is made, attach-only (this process never creates or owns a
 namespace): right before the stop is sent, ``Dropper.note`` reads which records
@@ -75,9 +77,10 @@ class DropResult(StrEnum):
     another worker was published there since (its pool restarted on the same port),
     and stays listed."""
     AMBIGUOUS = "ambiguous"
-    """Several records of one namespace share the worker's address (workers sharing a
-    port, as gRPC's ``SO_REUSEPORT`` lets them, or a stale record beside a live one):
-    which of them was stopped is unknown, so none is dropped."""
+    """Several records share the worker's address, in one namespace or in several of
+    those it is dropped from (workers sharing a port, as gRPC's ``SO_REUSEPORT`` lets
+    them, or a stale record beside a live one): which of them was stopped is unknown,
+    so none is dropped."""
     NAMESPACE_MISSING = "namespace_missing"
     """A namespace does not exist (its owner exited), and no other holds the worker."""
     LOCK_TIMEOUT = "lock_timeout"
@@ -132,16 +135,17 @@ class Dropper:
     ) -> None:
         self.namespaces, self.lan = tuple(local), frozenset(lan)
         self.lock_timeout = lock_timeout
-        self._notes: dict[str, set[uuid.UUID]] = {}
+        self._notes: dict[str, dict[str, set[uuid.UUID]]] = {}
+        """By address, the records each namespace listed there right before the stop."""
 
     def note(self, address: str) -> None:
         """Note which records list ``address`` now, right before its worker's stop is
         sent: its drop drops only one of them. Never raises: a namespace that cannot be
         read notes none."""
-        noted: set[uuid.UUID] = set()
+        noted: dict[str, set[uuid.UUID]] = {}
         for namespace in self.namespaces:
             try:
-                noted |= listed_at(namespace, address)
+                noted[namespace] = listed_at(namespace, address)
             except Exception as error:  # missing, unreadable: its drop is not_found or fails
                 log.debug("worker %s: noting local:%s: %s", field_value(address), namespace, error)
         self._notes.pop(address, None)
@@ -161,13 +165,18 @@ class Dropper:
         namespace's error in one more); never raises but for cancellation.
         ``published`` if any namespace took the drop; ``not_followed`` if all it names
         are followed by no discovery. Naming none, it is dropped from every ``local``
-        namespace followed if its note found it listed. None, and a debug line, when
+        namespace followed if its note found it listed. Where the note found it listed in
+        several of the namespaces to drop it from, it is dropped from none (``ambiguous``:
+        which of those records was its worker's is unknown). None, and a debug line, when
         there is no drop to make: it names no namespace and none listed it, or it names
         only ``lan`` ones."""
-        noted = self._notes.pop(address, set())
-        named = sorted(namespaces) or (sorted(self.namespaces) if noted else [])
+        noted = self._notes.pop(address, {})
+        named = sorted(namespaces) or (sorted(self.namespaces) if any(noted.values()) else [])
+        listing = [ns for ns in named if noted.get(ns)]
         results = {
-            f"local:{ns}": await self._drop_in(ns, address, noted)
+            f"local:{ns}": DropResult.AMBIGUOUS
+            if len(listing) > 1 and ns in listing
+            else await self._drop_in(ns, address, noted.get(ns, set()))
             for ns in named
             if ns in self.namespaces
         }
