@@ -24,7 +24,7 @@ from wool_idle.autoscaler.sources.source import (
     WrongPage,
     fetch_text,
 )
-from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, WORKER_LABEL
+from wool_idle.contract import IDLE_SECONDS, IDLE_SUPPORTED, NAMESPACE_LABEL, WORKER_LABEL
 
 log = logging.getLogger("wool_idle.autoscaler")
 
@@ -98,7 +98,8 @@ def parse_exposition(
                 if selectors and not all(s.matches(labels) for s in selectors):
                     continue
                 add(values, worker, sample.value)
-                namespaced(worker, labels)
+                if NAMESPACE_LABEL in labels:  # a call per sample only where one is named
+                    namespaced(worker, labels)
                 if sample.timestamp is not None and ages is not None:
                     since = age_since(float(sample.timestamp), now)
                     keep_oldest(ages, worker, None if since is None else max(since, age))

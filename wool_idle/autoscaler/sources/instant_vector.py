@@ -20,7 +20,7 @@ from typing import Any, Final
 from wool_idle.autoscaler.policy import Reading
 from wool_idle.autoscaler.sources.samples import SamplesByWorker, keep_oldest
 from wool_idle.autoscaler.sources.source import SourceError
-from wool_idle.contract import WORKER_LABEL
+from wool_idle.contract import NAMESPACE_LABEL, WORKER_LABEL
 
 _NO_WORKER: Final = f"a sample without a string {WORKER_LABEL!r} label"
 
@@ -47,7 +47,8 @@ def parse_query_responses(values: Any, ages: Any, group_by: Sequence[str] = ()) 
             if type(worker) is not str:
                 raise SourceError(_NO_WORKER)
             add(series, worker, _number(value))
-            namespaced(worker, labels)
+            if NAMESPACE_LABEL in labels:  # a call per sample only where one is named
+                namespaced(worker, labels)
             if group_by:
                 try:
                     place(worker, labels)
