@@ -34,7 +34,7 @@ EVENT_ENGINE_OFF := -event_engine_client,-event_engine_for_all_other_endpoints
 BENCHES := exporter_fanout \
 	"exporter_fanout --sizes 1000,3000 --grpc-experiments=$(EVENT_ENGINE_OFF)" \
 	exporter_scale "blackbox --adhoc --grpc-experiments=$(EVENT_ENGINE_OFF)" \
-	scrapers worker autoscaler_cycle
+	scrapers worker autoscaler_cycle discovery_scan
 
 bench: $(STAMP) prometheus
 	@out=$$(mktemp -d); i=0; \

@@ -17,6 +17,7 @@ BENCHMARKS = [
     "worker",
     "autoscaler_cycle",
     "envelopes",
+    "discovery_scan",
 ]
 
 pytestmark = pytest.mark.e2e

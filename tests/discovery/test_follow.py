@@ -9,12 +9,14 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from multiprocessing.shared_memory import SharedMemory
 
 import pytest
 from support.pooled import settled
 from support.wool_namespaces import held, publishing, running
 from wool import LocalDiscovery
+from wool.runtime.discovery import local as wool_local
 from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.discovery.attachment import MAX_WORKERS_FOLLOWED, FollowProblem
@@ -382,3 +384,150 @@ class TestRequireWool:
         )
         # Assert
         assert done.stdout.strip() == "[]"
+
+
+def recorded_reads(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """The threads that read a namespace from now on: wool's walk of its slots and its
+    mapping of every segment and record block (wrapped, still wool's own)."""
+    threads: set[int] = set()
+    for name in ("_iter_slots", "_attach"):
+        original = getattr(wool_local, name)
+
+        def recorded(*args, _original=original, **kwargs):
+            threads.add(threading.get_ident())
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(wool_local, name, recorded)
+    return threads
+
+
+class TestFollowerOffTheLoop:
+    async def test_run_reads_the_namespace_off_the_loop_thread(
+        self, namespace: str, monkeypatch
+    ) -> None:
+        """Given a namespace with many records (published through wool's publisher), when
+        followed over many polls, then every read of it (its slots walked, every block
+        mapped) runs on a thread other than the event loop's, and every worker is a
+        record: the loop that answers the scrapes never waits behind a read."""
+        # Arrange
+        workers = 500
+        loop_thread = threading.get_ident()
+        with LocalDiscovery(namespace, capacity=workers):
+            async with publishing(namespace) as publish:
+                for port in range(20000, 20000 + workers):
+                    await publish.add(f"127.0.0.1:{port}")
+                readers = recorded_reads(monkeypatch)
+                # Act
+                async with running(local(namespace)) as each:
+                    await settled(lambda: each.up and len(each.records) == workers)
+                    await asyncio.sleep(5 * POLL)
+                    taken_in = len(each.records)
+        # Assert
+        assert taken_in == workers
+        assert readers and loop_thread not in readers
+
+    async def test_run_scan_thread_that_cannot_start_is_failed_not_fatal(
+        self, namespace: str, monkeypatch
+    ) -> None:
+        """Given a held namespace with a worker, when no thread can be started to read it
+        (a pids limit), then the follower is down with failed counted and goes on; once
+        threads start again, it follows the worker."""
+        # Arrange
+        start = threading.Thread.start
+
+        def refused(thread: threading.Thread) -> None:
+            if thread.name.startswith("wool-idle-scan"):
+                raise RuntimeError("can't start new thread")
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", refused)
+        async with held(namespace) as publish, running(local(namespace)) as each:
+            await publish.add("127.0.0.1:5001")
+            # Act
+            await settled(lambda: each.errors[FollowProblem.FAILED] >= 3)
+            refusing = (each.up, dict(each.records))
+            monkeypatch.setattr(threading.Thread, "start", start)
+            await settled(lambda: each.up and len(each.records) == 1)
+            # Assert
+            assert refusing == (False, {})
+            assert addresses(each) == {"127.0.0.1:5001"}
+
+    async def test_run_stalled_read_is_failed_workers_kept(
+        self, namespace: str, monkeypatch, caplog
+    ) -> None:
+        """Given a followed namespace with two workers, when a read of it hangs (a stalled
+        /dev/shm), then past the read's deadline the follower is down with failed
+        counted (logged as a read that took too long), keeps both workers and goes on;
+        once the read ends, it follows the namespace again."""
+        # Arrange
+        caplog.set_level(logging.WARNING, logger="wool_idle.discovery")
+        stalled, released = threading.Event(), threading.Event()
+        original = wool_local._iter_slots
+
+        def hanging(*args, **kwargs):
+            if stalled.is_set():
+                released.wait(30)  # bounded: a read on the loop would hold up the test
+            return original(*args, **kwargs)
+
+        spec = DiscoverySpec.parse(f"local:{namespace}")
+        attachment = LocalAttachment(namespace, poll_interval=POLL, scan_deadline=3 * POLL)
+        each = Follower(spec, attachment, retry_interval=POLL)
+        async with held(namespace) as publish, running(each):
+            await publish.add("127.0.0.1:5001")
+            await publish.add("127.0.0.1:5002")
+            await settled(lambda: each.up and len(each.records) == 2)
+            monkeypatch.setattr(wool_local, "_iter_slots", hanging)
+            # Act
+            stalled.set()
+            await settled(lambda: each.errors[FollowProblem.FAILED] >= 2)
+            hung = (each.up, addresses(each))
+            stalled.clear()
+            released.set()
+            await settled(lambda: each.up)
+        # Assert
+        assert hung == (False, {"127.0.0.1:5001", "127.0.0.1:5002"})
+        assert any("took more than" in r.getMessage() for r in caplog.records)
+
+    async def test_run_first_read_slower_than_settle_drops_no_worker(
+        self, namespace: str, monkeypatch
+    ) -> None:
+        """Given a followed namespace with two workers, when its holder is replaced and the
+        pool publishes them again in the new namespace, but the new subscription's first
+        read takes longer than its settle time, then no worker is dropped meanwhile: a
+        subscription settles only once it has read the namespace (no worker is taken
+        for gone because it was not read yet); once read, both are followed."""
+        # Arrange
+        loop_thread = threading.get_ident()
+        stalled, released = threading.Event(), threading.Event()
+        original = wool_local._iter_slots
+
+        def hanging(*args, **kwargs):
+            if stalled.is_set() and threading.get_ident() != loop_thread:
+                released.wait(30)
+            return original(*args, **kwargs)
+
+        spec = DiscoverySpec.parse(f"local:{namespace}")
+        attachment = LocalAttachment(namespace, poll_interval=POLL, scan_deadline=100 * POLL)
+        each = Follower(spec, attachment, retry_interval=POLL)
+        owner = LocalDiscovery(namespace)
+        owner.__enter__()
+        async with running(each), publishing(namespace) as publish:
+            first = await publish.add("127.0.0.1:5001")
+            second = await publish.add("127.0.0.1:5002")
+            await settled(lambda: each.up and len(each.records) == 2)
+            monkeypatch.setattr(wool_local, "_iter_slots", hanging)
+            stalled.set()
+            # Act
+            owner.__exit__(None, None, None)
+            with LocalDiscovery(namespace):  # entered at once: never missing
+                await publish.add("127.0.0.1:5001", uid=first)
+                await publish.add("127.0.0.1:5002", uid=second)
+                await settled(lambda: each.replacements == 1)
+                await asyncio.sleep(5 * POLL)  # past the settle time: 2 polls
+                unread = addresses(each)
+                stalled.clear()
+                released.set()
+                await settled(lambda: each.up and len(each.records) == 2)
+                # Assert
+                assert unread == {"127.0.0.1:5001", "127.0.0.1:5002"}
+                assert set(each.records) == {str(first), str(second)}

@@ -13,10 +13,10 @@ from typing import Any, Final, Protocol
 
 MAX_WORKERS_FOLLOWED: Final = 4096
 """Workers one discovery may list (a ``local`` namespace: the capacity its owner
-stamped) for it to be followed. Every poll reads every record on the event loop that
-serves the scrapes (wool's scan of 20,000 blocked it some 2.5 s a poll), and every
-record is a target probed on every scrape; a namespace listing more is a fault or an
-attack, and is not followed (``too_many_workers``)."""
+stamped) for it to be followed. Every poll reads every record (off the event loop, but
+a read of 20,000 took some 2.5 s of CPU a poll), and every record is a target probed
+on every scrape; a namespace listing more is a fault or an attack, and is not followed
+(``too_many_workers``)."""
 
 
 class FollowProblem(StrEnum):
@@ -79,6 +79,11 @@ class Attachment(Protocol):
 
     def subscribe(self) -> AsyncIterator[Any]:
         """A new iteration of wool's discovery events (``.type``, ``.metadata``)."""
+        ...
+
+    def announced(self) -> bool:
+        """Whether the subscription made since ``attach`` has announced every worker its
+        source listed when it began (it is settled only then, and past ``settle``)."""
         ...
 
     def detached(self) -> bool:

@@ -10,8 +10,9 @@ every worker on every poll), so a change is a change. It never stops for its inp
   replacement, is retried; the workers last known stay (the discovery is
   unreadable, not empty), and ``down_since`` says since when (the exporter
   withholds their idle values once that lasts: see ``exporter.discovered``);
-- a new subscription replays every live worker; a worker kept from before
-  that it has not announced within its settle time has gone, and is dropped;
+- a new subscription replays every live worker; a worker kept from before that it
+  has not announced within its settle time (and once it announced all: ``announced``)
+  has gone, and is dropped;
 - a discovery listing over ``max_workers`` is not read (``too_many_workers``): the
   follower is down, whatever it announces, until a subscription settles under it;
 - a record whose address is not a worker address, or whose tags or version are
@@ -142,7 +143,8 @@ class Follower:
                 await asyncio.wait((consumer,), timeout=self._retry_interval)
                 if consumer.done():
                     break
-                if settle_at is not None and loop.time() >= settle_at:
+                due = settle_at is not None and loop.time() >= settle_at
+                if due and self._attachment.announced():
                     settle_at = None
                     self._settled(seen)
                 try:

@@ -67,6 +67,10 @@ class LanAttachment:
         subscriber: AsyncIterator[Any] = aiter(LanDiscovery(self.namespace).subscribe())
         return subscriber
 
+    def announced(self) -> bool:
+        """Always: a browse's answers come in their own time (``settle``)."""
+        return True
+
     def detached(self) -> bool:
         """Never: a browse follows the network as it changes."""
         return False

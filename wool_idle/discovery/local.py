@@ -7,7 +7,10 @@ Facts of wool 0.15 this relies on:
   everyone. An observer never enters it; ``subscribe`` only maps an existing
   segment (and raises ``FileNotFoundError`` naming it when there is none).
 - A subscriber must poll (``poll_interval``): wool's change notifications are
-  missed with watchdog 7.1. Every poll re-announces every worker.
+  missed with watchdog 7.1. Every poll re-announces every worker. wool's subscriber
+  reads the namespace on the event loop that iterates it, so the namespace is read as
+  it does, but on a daemon thread (``scan``): the loop that serves the scrapes only
+  awaits each read, and a read that stalls is a failure of the subscription.
 - A segment unlinked by its owner stays mapped, frozen, in the processes that
   attached to it, while a newcomer creates a new one under the same name. So
   the segment's inode (``/dev/shm/<name>`` on Linux) is watched, and the
@@ -31,12 +34,14 @@ import struct
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
+from wool_idle.daemon_thread import DaemonThreads
 from wool_idle.discovery.attachment import (
     MAX_WORKERS_FOLLOWED,
     FollowProblem,
     NamespaceMissing,
     TooManyWorkers,
 )
+from wool_idle.discovery.scan import SCAN_DEADLINE, scans
 
 SHARED_MEMORY: Final = "/dev/shm"
 """Where POSIX shared memory segments show as files (Linux)."""
@@ -82,16 +87,26 @@ def check_capacity(namespace: str, limit: int) -> None:
 
 
 class LocalAttachment:
-    """Subscriptions to one ``LocalDiscovery`` namespace, polling every ``poll_interval``."""
+    """Subscriptions to one ``LocalDiscovery`` namespace, polling every ``poll_interval``,
+    each read of it on a daemon thread of the attachment's own, stalled after
+    ``scan_deadline`` seconds."""
 
     def __init__(
-        self, namespace: str, *, poll_interval: float, max_workers: int = MAX_WORKERS_FOLLOWED
+        self,
+        namespace: str,
+        *,
+        poll_interval: float,
+        max_workers: int = MAX_WORKERS_FOLLOWED,
+        scan_deadline: float = SCAN_DEADLINE,
     ) -> None:
         self.namespace = namespace
         self.poll_interval = poll_interval
         self.max_workers = max_workers
+        self.scan_deadline = scan_deadline
         self._inode: int | None = None
         self._attached: int | None = None  # the inode of the segment last attached
+        self._announced = False
+        self._threads = DaemonThreads(1, "wool-idle-scan")  # one read at a time
 
     @property
     def settle(self) -> float:
@@ -107,18 +122,29 @@ class LocalAttachment:
         if self._inode is None:
             raise NamespaceMissing(self.namespace)
         check_capacity(self.namespace, self.max_workers)
+        self._announced = False
         replaced = self._attached not in (None, self._inode)
         self._attached = self._inode
         return replaced
 
     def subscribe(self) -> AsyncIterator[Any]:
-        """wool's polling subscriber of the namespace (never entering ``LocalDiscovery``)."""
-        from wool import LocalDiscovery
-
-        subscriber: AsyncIterator[Any] = aiter(
-            LocalDiscovery(self.namespace).subscribe(poll_interval=self.poll_interval)
+        """wool's events of the namespace, read as its polling subscriber reads it (never
+        entering ``LocalDiscovery``), off the event loop (``scan.scans``)."""
+        return scans(
+            self.namespace,
+            poll_interval=self.poll_interval,
+            threads=self._threads,
+            on_scanned=self._scanned,
+            deadline=self.scan_deadline,
         )
-        return subscriber
+
+    def announced(self) -> bool:
+        """Whether the subscription made since ``attach`` has read the namespace once and
+        every worker it lists was taken in."""
+        return self._announced
+
+    def _scanned(self) -> None:
+        self._announced = True
 
     def detached(self) -> bool:
         """Whether the segment was unlinked or replaced since ``attach``;
