@@ -46,6 +46,26 @@ class TestAlertRules:
         result = promtool("check", "config", name)
         assert result.returncode == 0, result.stdout + result.stderr
 
+    @pytest.mark.parametrize("name", sorted(SHIPPED_WORKER_JOBS))
+    def test_promtool_check_example_config_shorter_interval(
+        self, name: str, tmp_path: Path
+    ) -> None:
+        """Given an example Prometheus config whose only change is a global
+        scrape_interval of 5s (short intervals to try the alerts), when promtool
+        checks it, then it passes: no job sets a scrape_timeout over it."""
+        # Arrange
+        config = yaml.safe_load((PROMETHEUS_DIR / name).read_text())
+        config["global"]["scrape_interval"] = "5s"
+        config["rule_files"] = [str(PROMETHEUS_DIR / rule) for rule in config["rule_files"]]
+        for job in config["scrape_configs"]:
+            for files in job.get("file_sd_configs", []):
+                files["files"] = [str(PROMETHEUS_DIR / file) for file in files["files"]]
+        (tmp_path / name).write_text(yaml.safe_dump(config))
+        # Act
+        result = promtool("check", "config", str(tmp_path / name))
+        # Assert
+        assert result.returncode == 0, result.stdout + result.stderr
+
     def test_example_configs_are_every_mode_once(self) -> None:
         """Given the example Prometheus configs, then there is one per mode and no
         other, each with exactly its own worker job (two jobs reading the same
