@@ -28,6 +28,10 @@ from wool_idle.contract import (
     valid_idle,
 )
 
+NO_NAMESPACES: frozenset[str] = frozenset()
+"""The namespaces of a worker whose series name none: one object for them all (a new
+empty frozenset per reading is an object more for the collector to track, per worker
+and cycle)."""
 Values = dict[str, float | None]
 """Sample values of one series, by worker (None: not a number)."""
 
@@ -97,7 +101,7 @@ class SamplesByWorker:
                     age=math.inf if age is None else age,
                     conflicting=worker in conflicting,
                     group=groups.get(worker, ()) if groups else (),
-                    namespaces=frozenset(named.get(worker, ())),
+                    namespaces=frozenset(named[worker]) if worker in named else NO_NAMESPACES,
                 )
             )
         return readings
