@@ -13,6 +13,7 @@ import wool
 import yaml
 from support.metrics import fetch, samples
 from support.processes import run_cli, spawn_cli
+from support.wool_namespaces import published
 from support.wool_pools import WoolFleet
 
 from wool_idle.demo.routines import whoami
@@ -21,21 +22,6 @@ pytestmark = pytest.mark.e2e
 
 WAIT = 15.0
 IDLE = "wool_worker_idle_seconds"
-
-
-async def records(namespace: str) -> dict[str, Any]:
-    """The workers wool lists in ``namespace`` (first scan of a polling subscriber),
-    by address."""
-    found: dict[str, Any] = {}
-    stream = aiter(wool.LocalDiscovery(namespace).subscribe(poll_interval=0.2))
-    try:
-        while (event := await asyncio.wait_for(anext(stream), 2.0)).type == "worker-added":
-            found[event.metadata.address] = event.metadata
-    except TimeoutError:
-        pass
-    finally:
-        await stream.aclose()
-    return found
 
 
 def has_tag(tag: str) -> Any:
@@ -100,7 +86,7 @@ class TestWoolRetirement:
             await pools.hold()
             await pools.serve("hot", 2)
             await pools.serve("cold", 1)
-            listed = await records(pools.namespace)
+            listed = await published(pools.namespace, quiet=2.0)
             groups = [
                 {"targets": [address], "labels": {"wool_tags": ",".join(sorted(m.tags))}}
                 for address, m in listed.items()
@@ -135,7 +121,7 @@ class TestWoolRetirement:
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=30)
-            remaining = await records(pools.namespace)
+            remaining = await published(pools.namespace, quiet=2.0)
         # Assert
         assert result.returncode == 0, result.stderr
         assert len(stopped) == 1 and stopped <= hot
@@ -158,7 +144,7 @@ class TestWoolRetirement:
             # Arrange
             await pools.hold()
             await pools.serve("cold", 2, host="0.0.0.0")
-            listed = await records(pools.namespace)
+            listed = await published(pools.namespace, quiet=2.0)
             exporter = spawn_cli(
                 [
                     "exporter",
@@ -178,7 +164,7 @@ class TestWoolRetirement:
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=30)
-            remaining = await records(pools.namespace)
+            remaining = await published(pools.namespace, quiet=2.0)
         # Assert
         assert len(listed) == 2 and all(a.startswith("0.0.0.0:") for a in listed)
         assert served

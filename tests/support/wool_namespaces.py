@@ -10,6 +10,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 from wool import LocalDiscovery, WorkerMetadata
 from wool.runtime.discovery.local import _short_hash
@@ -89,21 +90,25 @@ async def running(follower: Follower) -> AsyncIterator[Follower]:
             await task
 
 
-async def listed(namespace: str) -> set[str]:
-    """The addresses a fresh polling wool subscriber finds in its first scan."""
-    seen: set[str] = set()
+async def published(namespace: str, *, quiet: float = 1.0) -> dict[str, Any]:
+    """The workers a fresh polling wool subscriber finds in its first scan of
+    ``namespace``, by address (the scan is over once no event came for ``quiet``
+    seconds)."""
+    found: dict[str, Any] = {}
     stream = aiter(LocalDiscovery(namespace).subscribe(poll_interval=0.2))
     try:
-        while True:
-            event = await asyncio.wait_for(anext(stream), 1.0)
-            if event.type != "worker-added":
-                break
-            seen.add(event.metadata.address)
+        while (event := await asyncio.wait_for(anext(stream), quiet)).type == "worker-added":
+            found[event.metadata.address] = event.metadata
     except TimeoutError:
         pass
     finally:
         await stream.aclose()
-    return seen
+    return found
+
+
+async def listed(namespace: str) -> set[str]:
+    """The addresses a fresh polling wool subscriber finds in its first scan."""
+    return set(await published(namespace))
 
 
 def lock_path(namespace: str) -> Path:
