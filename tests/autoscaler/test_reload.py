@@ -299,6 +299,24 @@ async def reading(http: LiveClientConfig, url: str) -> AsyncIterator[LeasedSourc
         yield await LeasedSource.opened(sessions, lambda s: ExporterSource(s, url, (), 10.0))
 
 
+@contextlib.asynccontextmanager
+async def behind_autoscaler(
+    make_autoscaler, tmp_path: Path, tls_material, path: Path, seen: list[str | None]
+) -> AsyncIterator[tuple[LeasedSource, str]]:
+    """A recording HTTPS source (the credentials of its requests go to ``seen``) read
+    through the HTTP client config at ``path`` (looked at again only on a reload), and
+    an autoscaler following that config whose web config lets alice in over HTTPS:
+    the source and the autoscaler's URL."""
+    http = LiveClientConfig.load(str(path), interval=NEVER)
+    web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
+    async with (
+        https_source(tls_material, seen) as source_url,
+        reading(http, source_url) as source,
+        served(make_autoscaler, web, http) as url,
+    ):
+        yield source, url
+
+
 class TestHttpConfigReload:
     @pytest.mark.parametrize(
         ("after", "sent"),
@@ -316,13 +334,10 @@ class TestHttpConfigReload:
         then 200 and the next read sends the new credentials."""
         # Arrange
         path = http_config(tmp_path, tls_material, "basic_auth: {username: alice, password: a}")
-        http = LiveClientConfig.load(str(path), interval=NEVER)
-        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
         seen: list[str | None] = []
-        async with (
-            https_source(tls_material, seen) as source_url,
-            reading(http, source_url) as source,
-            served(make_autoscaler, web, http) as url,
+        async with behind_autoscaler(make_autoscaler, tmp_path, tls_material, path, seen) as (
+            source,
+            url,
         ):
             http_config(tmp_path, tls_material, after)
             await source.read()
@@ -352,13 +367,10 @@ class TestHttpConfigReload:
         sends alice's credentials over the TLS in force."""
         # Arrange
         path = http_config(tmp_path, tls_material, "basic_auth: {username: alice, password: a}")
-        http = LiveClientConfig.load(str(path), interval=NEVER)
-        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
         seen: list[str | None] = []
-        async with (
-            https_source(tls_material, seen) as source_url,
-            reading(http, source_url) as source,
-            served(make_autoscaler, web, http) as url,
+        async with behind_autoscaler(make_autoscaler, tmp_path, tls_material, path, seen) as (
+            source,
+            url,
         ):
             if after is None:
                 path.unlink()
@@ -382,13 +394,10 @@ class TestHttpConfigReload:
         # Arrange
         shutil.copy(tls_material.other_ca, tmp_path / "other.crt")
         path = http_config(tmp_path, tls_material, "", ca_file="other.crt")
-        http = LiveClientConfig.load(str(path), interval=NEVER)
-        web = LiveWebConfig.load(str(web_config(tmp_path, tls_material, "alice")))
         seen: list[str | None] = []
-        async with (
-            https_source(tls_material, seen) as source_url,
-            reading(http, source_url) as source,
-            served(make_autoscaler, web, http) as url,
+        async with behind_autoscaler(make_autoscaler, tmp_path, tls_material, path, seen) as (
+            source,
+            url,
         ):
             with pytest.raises(SourceError, match="certificate"):
                 await source.read()
