@@ -79,6 +79,11 @@ def tagged(found: Samples, tags: str) -> set[str]:
     }
 
 
+def uids(found: Samples) -> set[str]:
+    """The uids of the workers on the info series."""
+    return {labels["uid"] for labels in workers(found, "wool_worker_info").values()}
+
+
 def own(found: Samples, name: str, discovery: str, **labels: str) -> float | None:
     key = frozenset({("discovery", discovery), *labels.items()})
     return found.get((name, key))
@@ -176,8 +181,8 @@ class TestLocalDiscovery:
         """Given an exporter following a namespace of a holder and a pool of 2, when the
         holder is restarted while the pool keeps serving (attached to the old, now
         unlisted namespace), then the exporter follows the new, empty namespace (up 1,
-        0 workers), counts one replacement and logs one warning that names the
-        discovery and says to restart the pools left behind."""
+        0 workers), counts one replacement and the 2 workers orphaned, and logs one
+        warning that names the discovery and says to restart the pools left behind."""
         async with WoolFleet() as fleet:
             # Arrange
             spec = f"local:{fleet.namespace}"
@@ -201,10 +206,41 @@ class TestLocalDiscovery:
         log = exporter.stop()
         # Assert
         assert own(before, "wool_exporter_discovery_replacements_total", spec) == 0
+        assert own(before, "wool_exporter_discovery_orphaned_workers", spec) == 0
+        assert own(after, "wool_exporter_discovery_orphaned_workers", spec) == 2
         assert workers(after) == {} and serving
         warned = [line for line in log.splitlines() if "created again" in line]
         assert len(warned) == 1
         assert " WARNING " in warned[0] and spec in warned[0] and "restart" in warned[0]
+
+    async def test_holder_and_pool_restarted_orphan_none(self, exporters) -> None:
+        """Given an exporter following a namespace of a holder and a pool of 2, when the
+        holder is restarted and then the pool (a planned restart: the pool's workers
+        published again, under new uids, on the new namespace), then the exporter counts
+        one replacement and no orphaned worker once it lists the pool again."""
+        async with WoolFleet() as fleet:
+            # Arrange
+            spec = f"local:{fleet.namespace}"
+            holder = await fleet.hold()
+            pool = await fleet.serve("hot", 2)
+            exporter = DiscoveringExporter(spec)
+            exporters.append(exporter)
+            before = await exporter.until(lambda f: len(tagged(f, "hot")) == 2)
+            # Act
+            for process in (holder, pool):  # the holder first: the pool drops nothing
+                process.terminate()
+                await process.wait()
+            await fleet.hold()
+            await fleet.serve("hot", 2)
+            after = await exporter.until(
+                lambda f: (
+                    own(f, "wool_exporter_discovery_replacements_total", spec) == 1
+                    and len(tagged(f, "hot")) == 2
+                    and not uids(f) & uids(before)
+                )
+            )
+        # Assert
+        assert own(after, "wool_exporter_discovery_orphaned_workers", spec) == 0
 
 
 class TestLanDiscovery:

@@ -23,7 +23,8 @@ from wool_idle.discovery.local import LocalAttachment
 from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
 from wool_idle.exporter.app import ExporterSettings, create_app
-from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector, record_target
+from wool_idle.exporter.discovered import DiscoveredTargets, record_target
+from wool_idle.exporter.discovery_metrics import DiscoveryCollector
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.target import Target, pool_digest
 from wool_idle.exporter.targets import TargetSet

@@ -26,7 +26,8 @@ up, else the monotonic time it last stopped being up (its creation, at first);
 found missing. ``errors`` counts ``FollowProblem``s; ``replacements`` the sources
 attached that were another one than the last (a ``local`` namespace created again by a
 new owner: its holder restarted), each logged as a warning (``REPLACED``): the pools
-still attached to the old one serve on, unlisted.
+still attached to the old one serve on, unlisted; ``orphans`` counts the workers listed
+before the last one that were not seen again since (see ``orphans``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from wool_idle.discovery.attachment import (
 )
 from wool_idle.discovery.lan import LanAttachment
 from wool_idle.discovery.local import LocalAttachment
+from wool_idle.discovery.orphans import Orphans
 from wool_idle.discovery.records import InvalidRecord, WorkerRecord
 from wool_idle.discovery.spec import DiscoveryKind, DiscoverySpec
 from wool_idle.logs import field_value
@@ -80,11 +82,8 @@ def follower(
     on_change: Callable[[], None] | None = None,
 ) -> Follower:
     """A ``Follower`` of ``spec`` through the wool class of its kind."""
-    attachment: Attachment
-    if spec.kind is DiscoveryKind.LOCAL:
-        attachment = LocalAttachment(spec.namespace, poll_interval=poll_interval)
-    else:
-        attachment = LanAttachment(spec.namespace, poll_interval=poll_interval)
+    kind = LocalAttachment if spec.kind is DiscoveryKind.LOCAL else LanAttachment
+    attachment: Attachment = kind(spec.namespace, poll_interval=poll_interval)
     return Follower(spec, attachment, retry_interval=poll_interval, on_change=on_change)
 
 
@@ -99,6 +98,7 @@ class Follower:
         retry_interval: float,
         on_change: Callable[[], None] | None = None,
         max_workers: int = MAX_WORKERS_FOLLOWED,
+        orphans: Orphans | None = None,
     ) -> None:
         self.spec = spec
         self.max_workers = max_workers
@@ -106,9 +106,10 @@ class Follower:
         self.down_since: float | None = time.monotonic()
         self.errors: Counter[FollowProblem] = Counter({problem: 0 for problem in FollowProblem})
         self.replacements = 0
+        self.orphans = orphans or Orphans()
         self._attachment = attachment
         self._retry_interval = retry_interval
-        self._on_change = on_change
+        self._on_change = on_change or (lambda: None)
         self._records: dict[str, WorkerRecord] = {}
         self._rejected: dict[str, str] = {}
         self._logged: tuple[FollowProblem, str] | None = None
@@ -131,6 +132,7 @@ class Follower:
         except Exception as error:
             self._failed(error)
             return
+        self.orphans.attached(replaced, len(self._records))
         if replaced:
             self.replacements += 1
             log.warning("wool discovery %s: %s", self, REPLACED)
@@ -185,15 +187,16 @@ class Follower:
             self._forget(uid)
             return
         self._rejected.pop(uid, None)
+        self.orphans.saw(uid)
         if self._records.get(uid) != record:
             log.debug("wool discovery %s: worker %s at %s", self, uid, field_value(record.address))
             self._records[uid] = record
-            self._changed()
+            self._on_change()
 
     def _forget(self, uid: str) -> None:
         if self._records.pop(uid, None) is not None:
             log.debug("wool discovery %s: worker %s gone", self, uid)
-            self._changed()
+            self._on_change()
 
     def _reject(self, error: InvalidRecord) -> None:
         """Count and log a bad record once (until what is wrong with it changes)."""
@@ -232,6 +235,7 @@ class Follower:
         self.up = False
         self.errors[problem] += 1
         if problem is FollowProblem.NAMESPACE_MISSING:
+            self.orphans.missing(len(self._records))
             self._rejected.clear()
             for uid in list(self._records):
                 self._forget(uid)
@@ -239,10 +243,6 @@ class Follower:
         if self._logged != (problem, str(error)):
             self._logged = (problem, str(error))
             log.warning("wool discovery %s: %s; retrying", self, explain(problem, error))
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            self._on_change()
 
     def __str__(self) -> str:
         return str(self.spec)

@@ -26,7 +26,8 @@ from wool_idle.discovery.lan import restrict_zeroconf
 from wool_idle.discovery.spec import DiscoveryKind
 from wool_idle.exporter.app import ExporterSettings, create_app
 from wool_idle.exporter.connections import ConnectionCache
-from wool_idle.exporter.discovered import DiscoveredTargets, DiscoveryCollector
+from wool_idle.exporter.discovered import DiscoveredTargets
+from wool_idle.exporter.discovery_metrics import DiscoveryCollector
 from wool_idle.exporter.probe import Prober
 from wool_idle.exporter.reload import targets_reloads
 from wool_idle.exporter.runtime import (

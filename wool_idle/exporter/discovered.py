@@ -1,4 +1,4 @@
-"""Targets from wool's own discovery (``--wool-discovery``), and their health metrics.
+"""Targets from wool's own discovery (``--wool-discovery``).
 
 Each discovered worker is a ``Target`` at its record's address, labelled
 ``wool_namespace`` and ``wool_tags`` (stable: on every series of the worker);
@@ -11,11 +11,7 @@ only by discoveries down for more than ``DISCOVERY_DOWN_GRACE`` is still probed,
 its pool is unknown: its idle value is withheld (``Target.pool_unknown``, reason
 ``discovery_down``) until one of them reads again; so is a worker whose pool changed
 within that grace (``Target.regrouped``, reason ``pool_changed``; see ``regrouped``).
-The exporter's own series, per
-discovery (label ``discovery="local:NS"``): ``wool_exporter_discovery_up``,
-``wool_exporter_discovery_workers``, ``wool_exporter_discovery_errors_total{reason}``
-(the reasons are ``FollowProblem``) and ``wool_exporter_discovery_replacements_total``
-(a ``local`` namespace created again by a new owner; always 0 for ``lan``).
+The exporter's own series about each discovery are in ``discovery_metrics``.
 """
 
 from __future__ import annotations
@@ -23,18 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Final
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from wool_idle.contract import (
-    DISCOVERY_ERRORS,
-    DISCOVERY_LABEL,
-    DISCOVERY_REPLACEMENTS,
-    DISCOVERY_UP,
-    DISCOVERY_WORKERS,
     NAMESPACE_LABEL,
     PID_LABEL,
     SECURE_LABEL,
@@ -208,42 +196,3 @@ def _target(found: list[tuple[Follower, WorkerRecord]], lapsed: frozenset[Follow
             return record_target(each.spec.namespace, record)
     each, record = found[0]
     return record_target(each.spec.namespace, record, pool_unknown=True)
-
-
-class DiscoveryCollector(Collector):
-    """The exporter's series about the discoveries it follows."""
-
-    def __init__(self, followers: Sequence[Follower]) -> None:
-        self.followers = followers
-
-    def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(
-            DISCOVERY_UP,
-            "1 while the exporter follows the wool discovery, 0 while it cannot.",
-            labels=[DISCOVERY_LABEL],
-        )
-        workers = GaugeMetricFamily(
-            DISCOVERY_WORKERS,
-            "Workers the exporter takes from the wool discovery.",
-            labels=[DISCOVERY_LABEL],
-        )
-        errors = CounterMetricFamily(
-            DISCOVERY_ERRORS,
-            "Failed attempts to follow the wool discovery, and records skipped, by reason.",
-            labels=[DISCOVERY_LABEL, "reason"],
-        )
-        replacements = CounterMetricFamily(
-            DISCOVERY_REPLACEMENTS,
-            "Times the local namespace was created again by a new owner (its holder "
-            "restarted) after the exporter attached to it; pools left on the old one "
-            "are unlisted.",
-            labels=[DISCOVERY_LABEL],
-        )
-        for each in self.followers:
-            name = str(each.spec)
-            up.add_metric([name], float(each.up))
-            workers.add_metric([name], len(each.records))
-            for problem in FollowProblem:
-                errors.add_metric([name, problem.value], each.errors[problem])
-            replacements.add_metric([name], each.replacements)
-        yield from (up, workers, errors, replacements)
