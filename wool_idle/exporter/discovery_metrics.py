@@ -58,9 +58,9 @@ class DiscoveryCollector(Collector):
         )
         orphaned = GaugeMetricFamily(
             DISCOVERY_ORPHANED,
-            "Workers listed right before the local namespace's last replacement that it "
-            "has not listed again since (left on the old namespace, unlisted); 0 once "
-            "all were, and an hour after the replacement.",
+            "Workers the exporter listed right before the local namespace's last "
+            "replacement (its holder restarted) and has not listed again since: left on "
+            "the old namespace, unlisted. 0 once all were, and an hour after it.",
             labels=[DISCOVERY_LABEL],
         )
         for each in self.followers:
