@@ -3,7 +3,8 @@ real servers that answer what real workers and exporters never should."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +100,38 @@ async def serve_text(aiohttp_server) -> Callable[[str], Any]:
         return str(server.make_url("/metrics"))
 
     return serve
+
+
+@dataclass
+class StalledSource:
+    """A real HTTP ``/metrics`` (``url``) that never answers (a stalled Prometheus or
+    exporter); ``asked`` is set once a read came in."""
+
+    url: str
+    asked: asyncio.Event
+
+
+@pytest.fixture
+async def stalled_source(aiohttp_server) -> AsyncIterator[Callable[[], Any]]:
+    """Start ``StalledSource`` servers; their reads are answered (empty) only as the
+    test ends, so that closing the server does not wait for them."""
+    released = asyncio.Event()
+
+    async def start() -> StalledSource:
+        asked = asyncio.Event()
+
+        async def metrics(request: web.Request) -> web.Response:
+            asked.set()
+            await released.wait()
+            return web.Response(text="")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        server = await aiohttp_server(app)
+        return StalledSource(str(server.make_url("/metrics")), asked)
+
+    yield start
+    released.set()
 
 
 @dataclass

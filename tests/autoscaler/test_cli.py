@@ -128,6 +128,38 @@ class TestAutoscalerCli:
         assert "autoscaler: signalled, sending no more stops; those sent may end (40s" in log
         assert log.index("signalled") < log.index("autoscaler stopped")
 
+    @pytest.mark.parametrize("mode", ["daemon", "once"])
+    async def test_signalled_during_a_stalled_source_read_leaves_and_stops_no_one(
+        self, fleet, stalled_source, mode: str
+    ) -> None:
+        """Given an idle worker, a floor of 0 and a source that never answers (a stalled
+        Prometheus) read with a --source-timeout of an hour, when the autoscaler (the
+        daemon, or --once) gets SIGTERM while it reads, then it exits 0 without waiting
+        out the read (it held the exit up to the source timeout), logs that it was
+        signalled and that the read was cut short, and sent no stop: the worker serves."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        source = await stalled_source()
+        args = ["autoscaler", "--metrics-url", source.url, "--max-idle", "200ms",
+                "--min-workers", "0", "--source-timeout", "1h"]  # fmt: skip
+        args += ["--once"] if mode == "once" else ["--web.listen-address", "127.0.0.1:0"]
+        process = spawn_cli(args)
+        try:
+            await asyncio.wait_for(source.asked.wait(), WAIT)
+            # Act
+            process.send_signal(signal.SIGTERM)
+            returncode = await asyncio.to_thread(process.wait, WAIT)
+        finally:
+            process.kill()
+            process.wait()
+        log = process.stderr.read() if process.stderr else ""
+        # Assert
+        assert returncode == 0, log
+        assert "signalled, sending no more stops" in log
+        assert "shutting down: the read of the source cut short" in log
+        assert "result=" not in log
+        assert fleet.alive(address)
+
     def test_daemon_signalled_while_a_secret_file_read_stalls_exits_0(self, tmp_path: Path) -> None:
         """Given the daemon whose source's password file is read in a file system that
         stalls for good, when it gets SIGTERM, then it exits 0 all the same: nothing

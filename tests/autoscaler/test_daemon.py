@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Collection
 from dataclasses import replace
@@ -27,6 +28,7 @@ from wool.runtime.discovery.local import _short_hash
 
 from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
+from wool_idle.autoscaler import identity as identity_module
 from wool_idle.autoscaler.daemon import Autoscaler
 from wool_idle.autoscaler.decision_log import MAX_FIELD
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
@@ -859,6 +861,66 @@ class TestRetirement:
         assert fleet.alive(idle)
         assert [(r.worker, r.verdict) for r in autoscaler.records] == [(idle, Verdict.MIN_WORKERS)]
         assert pool().users(key) == 0  # the question's connection closed
+
+    async def test_cycle_leaving_during_a_stops_confirmation_sends_no_stop(
+        self, make_autoscaler, scripted
+    ) -> None:
+        """Given a worker planned for a stop (floor 0) whose idle RPC never answers (the
+        confirmation's timeout an hour), when the daemon is signalled while the cycle
+        confirms it, then the cycle ends without waiting out the confirmation (it held
+        the exit up to --rpc-timeout), and no stop is sent, nor settled."""
+        # Arrange
+        hung = await scripted(seconds=900.0, hang=True)
+        source = ScriptedSource()
+        source.readings = [Reading(hung.address, 900.0, age=1.0)]
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=0)
+        settings = autoscaler.actuator.settings
+        autoscaler.actuator.settings = replace(settings, rpc_timeout=3600.0)
+        cycle = asyncio.ensure_future(autoscaler.cycle())
+        assert await eventually_async(lambda: hung.idle_calls > 0)
+        # Act
+        autoscaler.stopping.set()
+        ok = await asyncio.wait_for(cycle, 30)
+        # Assert
+        assert ok
+        assert hung.stop_requests == []
+        assert list(autoscaler.records) == []
+        stops = [value(autoscaler, "wool_autoscaler_stops_total", result=r) for r in StopResult]
+        assert not any(stops)
+
+    async def test_cycle_leaving_during_the_name_lookups_stops_no_one(
+        self, make_autoscaler, monkeypatch: pytest.MonkeyPatch, caplog
+    ) -> None:
+        """Given a worker read idle under a host name whose lookup hangs (a DNS server
+        that does not answer: here a lookup that never returns, as one cannot be run
+        here), the resolver's wait an hour, when the daemon is signalled during the
+        lookup, then the cycle ends without waiting for it (it held the exit up to the
+        resolver's timeout) and plans nothing: no decision is made, and it says so."""
+        # Arrange
+        caplog.set_level(logging.INFO, "wool_idle.autoscaler")
+        looking, release = threading.Event(), threading.Event()
+
+        def hung_look_up(worker: str) -> None:
+            looking.set()
+            release.wait()
+
+        monkeypatch.setattr(identity_module, "look_up", hung_look_up)
+        source = ScriptedSource()
+        source.readings = [Reading("stalled.example:1", 900.0, age=1.0)]
+        autoscaler = make_autoscaler("", source=source, max_idle=0.2, min_workers=0)
+        autoscaler.planner.resolver.timeout = 3600.0
+        cycle = asyncio.ensure_future(autoscaler.cycle())
+        try:
+            assert await eventually_async(looking.is_set)
+            # Act
+            autoscaler.stopping.set()
+            ok = await asyncio.wait_for(cycle, 30)
+        finally:
+            release.set()
+        # Assert
+        assert ok
+        assert list(autoscaler.records) == []
+        assert "shutting down: the plan cut short, no worker stopped" in caplog.text
 
     async def test_cycle_floor_confirmed_by_its_live_workers_stops_as_planned(
         self, fleet, make_autoscaler

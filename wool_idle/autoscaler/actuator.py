@@ -3,13 +3,15 @@
 Safety, in order: the worker's own ``idle`` RPC must confirm the threshold;
 then a conditional stop ("only if idle for at least max_idle") that our worker
 refuses atomically if work arrived, with a grace so in-flight work finishes.
-A worker whose idle reply does not say it honours the conditional stop (a
-wool worker) stops unconditionally: it is asked its idle time again after
+A worker whose idle reply does not say it honours the conditional stop (a wool
+worker) stops unconditionally: it is asked its idle time again after
 ``before_stop`` (a state file's write may take seconds), if any, right before
-the stop, and a task arriving in that last round trip drains for the grace, so with a
-grace of 0 no stop is sent at all (``unconditional_grace_zero``), and with any
-other grace the log says the window is open. Whatever goes wrong with one worker is that worker's
-result, never the cycle's: every exception but cancellation becomes a result.
+the stop, and a task arriving in that last round trip drains for the grace, so
+with a grace of 0 no stop is sent at all (``unconditional_grace_zero``), and
+with any other grace the log says the window is open. Whatever goes wrong with
+one worker is that worker's result, never the cycle's: every exception but
+cancellation becomes a result. Once the daemon leaves (``leaving``), all that
+comes before the stop (confirmations, ``before_stop``) is cut short: no stop.
 
 Once the stop is sent, only an answer that says it was not carried out (a
 refusal: busy, or not permitted) counts as not stopped; any other outcome is
@@ -22,8 +24,8 @@ call is never cut short: a wool worker whose stop call is cancelled stops
 draining and never exits. When such a call ends, what came of it is handed to
 ``stop_ended``: ``stopped``, a refusal after all, or ``unanswered`` (the
 worker exited, the connection dropped); while it goes on, no other stop is
-sent to that worker (it stays ``unanswered``).
-``finish_stops`` waits for those calls when the daemon leaves.
+sent to that worker (it stays ``unanswered``). ``finish_stops`` waits for
+those calls when the daemon leaves.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from wool_idle.autoscaler.leaving import unless_leaving
 from wool_idle.autoscaler.policy import Decision
 from wool_idle.autoscaler.stop_outcome import StopAttempt, failed, idle_failed, stop_outcome
 from wool_idle.autoscaler.verdicts import StopResult
@@ -79,8 +82,9 @@ class ActionSettings:
 class Actuator(Protocol):
     """Carries out one planned stop."""
 
-    async def retire(self, decision: Decision) -> StopAttempt:
-        """Confirm and stop ``decision.worker``; never raises but for cancellation."""
+    async def retire(self, decision: Decision) -> StopAttempt | None:
+        """Confirm and stop ``decision.worker``; None if the daemon left before a stop was
+        sent (nothing came of it). Never raises but for cancellation."""
         ...
 
     async def finish_stops(self, timeout: float) -> None:
@@ -103,28 +107,27 @@ class WorkerActuator:
         dry_run: bool,
         before_stop: BeforeStop | None = None,
         stop_ended: StopEnded | None = None,
+        leaving: asyncio.Event | None = None,
     ) -> None:
-        self.settings, self.max_idle = settings, max_idle
+        self.settings, self.max_idle, self.leaving = settings, max_idle, leaving
         self.dry_run, self.before_stop, self.stop_ended = dry_run, before_stop, stop_ended
         self._going_on: dict[str, asyncio.Task[None]] = {}
         """The stops going on in the background, by worker."""
 
-    async def retire(self, decision: Decision) -> StopAttempt:
-        if decision.worker in self._going_on:  # never a second stop call beside the first
+    async def retire(self, decision: Decision) -> StopAttempt | None:
+        worker = decision.worker
+        if worker in self._going_on:  # never a second stop call beside the first
             log.info(
-                "worker %s: its stop still goes on; it counts as retiring",
-                field_value(decision.worker),
+                "worker %s: its stop still goes on; it counts as retiring", field_value(worker)
             )
             return StopAttempt(StopResult.UNANSWERED, going_on=True)
         try:
-            connection = WorkerConnection(
-                decision.worker, tls=self.settings.tls, options=CHANNEL_OPTIONS
-            )
+            connection = WorkerConnection(worker, tls=self.settings.tls, options=CHANNEL_OPTIONS)
         except Exception as error:  # not an address after all, unreadable TLS files
-            return failed(decision.worker, "connect", error, None)
+            return failed(worker, "connect", error, None)
         sent: list[asyncio.Future[None]] = []
         try:
-            return await self._confirm_and_stop(connection, decision.worker, sent)
+            return await self._confirm_and_stop(connection, worker, sent)
         finally:
             if sent and not sent[0].done():  # the stop goes on; its task closes the connection
                 self._go_on(sent[0], connection, decision)
@@ -171,7 +174,8 @@ class WorkerActuator:
                 del self._going_on[worker]
                 await connection.close()
 
-        call.add_done_callback(_retrieve)  # cut at exit, its error is nobody's to log
+        # Cut at exit, its error is nobody's to log: seen, or asyncio logs it at exit.
+        call.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._going_on[worker] = asyncio.ensure_future(ending())
 
     async def _confirm(self, connection: WorkerConnection, worker: str) -> IdleReport | StopAttempt:
@@ -188,8 +192,33 @@ class WorkerActuator:
 
     async def _confirm_and_stop(
         self, connection: WorkerConnection, worker: str, sent: list[asyncio.Future[None]]
-    ) -> StopAttempt:
-        """Confirm and stop ``worker``; the stop call, once sent, is put in ``sent``."""
+    ) -> StopAttempt | None:
+        """Confirm and stop ``worker``; the stop call, once sent, is put in ``sent``. None
+        if ``leaving`` cut the confirmation short: no stop sent."""
+        report = await unless_leaving(self.leaving, self._confirmed(connection, worker))
+        if report is None or isinstance(report, StopAttempt):  # None: leaving cut it short
+            return report
+        grace = self.settings.grace
+        call = asyncio.ensure_future(
+            connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
+        )
+        sent.append(call)
+        await asyncio.wait({call}, timeout=STOP_REPLY_WAIT)
+        if not call.done():
+            log.warning(
+                "worker %s: no answer to the stop within %gs (an accepted stop answers once "
+                "drained); it counts as retiring, and the stop goes on",
+                field_value(worker),
+                STOP_REPLY_WAIT,
+            )
+            return StopAttempt(StopResult.UNANSWERED, report.seconds, going_on=True)
+        return stop_outcome(worker, call, report.seconds)
+
+    async def _confirmed(
+        self, connection: WorkerConnection, worker: str
+    ) -> IdleReport | StopAttempt:
+        """``worker``'s last idle report if the stop is to be sent (``before_stop`` done),
+        else what came of it."""
         report = await self._confirm(connection, worker)
         if isinstance(report, StopAttempt):
             return report
@@ -216,27 +245,5 @@ class WorkerActuator:
             except Exception as error:
                 return failed(worker, "before stop", error, idle)
             if not report.conditional_stop:  # it may have taken seconds: confirm again
-                report = await self._confirm(connection, worker)
-                if isinstance(report, StopAttempt):
-                    return report
-                idle = report.seconds
-        call = asyncio.ensure_future(
-            connection.stop(grace, timeout=stop_deadline(grace), if_idle_for=self.max_idle)
-        )
-        sent.append(call)
-        await asyncio.wait({call}, timeout=STOP_REPLY_WAIT)
-        if not call.done():
-            log.warning(
-                "worker %s: no answer to the stop within %gs (an accepted stop answers once "
-                "drained); it counts as retiring, and the stop goes on",
-                field_value(worker),
-                STOP_REPLY_WAIT,
-            )
-            return StopAttempt(StopResult.UNANSWERED, idle, going_on=True)
-        return stop_outcome(worker, call, idle)
-
-
-def _retrieve(call: asyncio.Future[None]) -> None:
-    """Mark the ended ``call``'s error as seen (asyncio logs one nobody looked at)."""
-    if not call.cancelled():
-        call.exception()
+                return await self._confirm(connection, worker)
+        return report

@@ -6,10 +6,10 @@ floor with its workers (``floor_check``), counts and logs them, then hands the p
 stops to the actuator, up to ``RETIRING_AT_ONCE`` at a time (a worker that
 does not answer costs its own timeouts, not those of every stop after it),
 and keeps the books of each as it comes (``bookkeeping``: a failure to record
-or publish one is logged and touches no other). Once shutdown is asked for, no
-planned stop starts its confirmation; those under way finish, and the daemon
-leaves once the stops still going on (workers draining) ended, or after
-``exit_wait``; a stop that ended after the cycle gave up waiting is learnt then.
+or publish one is logged and touches no other). Once shutdown is asked for, what
+is not a stop already sent is cut short (``leaving``), and the daemon leaves once
+the stops still going on (workers draining) ended, or after ``exit_wait``; a
+stop that ended after the cycle gave up waiting is learnt then.
 While a stop goes on, its worker is retiring afresh each cycle, however long it
 drains (an unbounded grace outlasts the planner's retiring time).
 Given a ``state_file``, the planner's marks and the retired ones outlive the
@@ -40,6 +40,7 @@ from wool_idle.autoscaler.actuator import (
 from wool_idle.autoscaler.bookkeeping import StopBookkeeping
 from wool_idle.autoscaler.decision_log import DECISION_LOG_SIZE, Record
 from wool_idle.autoscaler.floor_check import answers, confirm_floors
+from wool_idle.autoscaler.leaving import cut_short, unless_leaving
 from wool_idle.autoscaler.memory import StopMemory
 from wool_idle.autoscaler.metrics import AutoscalerMetrics
 from wool_idle.autoscaler.planner import Planner, PolicyPlanner
@@ -104,21 +105,15 @@ class Autoscaler:
             self.memory = StopMemory(
                 self.state_file, planner, self.metrics.state_write_errors, self.metrics.retired
             )
-        self.bookkeeping = StopBookkeeping(
-            planner,
-            self.metrics,
-            self.records,
-            self.policy.group_by,
-            self._lock,
-            self.memory,
-            self.dropper,
-        )
+        books = (planner, self.metrics, self.records, self.policy.group_by, self._lock)
+        self.bookkeeping = StopBookkeeping(*books, self.memory, self.dropper)
         self.actuator = WorkerActuator(
             self.action,
             max_idle=self.policy.max_idle,
             dry_run=self.policy.dry_run,
             before_stop=self._before_stop,
             stop_ended=self.bookkeeping.stop_ended,
+            leaving=self.stopping,
         )
 
     async def _before_stop(self, worker: str) -> None:
@@ -129,7 +124,8 @@ class Autoscaler:
             await self.before_stop(worker)
 
     async def cycle(self) -> bool:
-        """Run one cycle (waiting for any running one first); False if the source failed."""
+        """Run one cycle (waiting for any running one first); False if the source failed.
+        Leaving cuts its read and plan short (``leaving``): no stop follows."""
         async with self._lock:
             started = time.monotonic()
             try:
@@ -145,17 +141,21 @@ class Autoscaler:
         # worker unreachable reads as older than that finding (planner).
         read_at = time.monotonic()
         try:
-            readings = await self.source.read()
+            readings = await unless_leaving(self.stopping, self.source.read())
         except SourceError as error:
             self.metrics.source_up.set(0)
             log.warning("source %s unusable, stopping no one: %s", self.source.description, error)
             return False
+        if readings is None:
+            return cut_short("the read of the source")
         self.metrics.source_up.set(1)
         self._warn_of_no_worker(bool(readings))
         now = time.monotonic()
         for worker in self.actuator.going_on():  # retiring while it drains, however long
             self.planner.record(worker, StopResult.UNANSWERED, now)
-        plan = await self.planner.plan(readings, now, read_at=read_at)
+        planning = self.planner.plan(readings, now, read_at=read_at)  # name lookups: seconds
+        if (plan := await unless_leaving(self.stopping, planning)) is None:
+            return cut_short("the plan")
         ask = functools.partial(answers, settings=self.action)
         plan = await confirm_floors(plan, self.policy.min_workers, ask, self.stopping)
         self.metrics.retired.forget_replaced(readings, plan.state.retiring)
@@ -169,21 +169,21 @@ class Autoscaler:
         return True
 
     async def _retire(self, decision: Decision, at_once: asyncio.Semaphore) -> None:
-        """Confirm and stop ``decision``'s worker (unless shutting down) when ``at_once``
-        lets it, then settle what came of it. Raises nothing but cancellation: an
+        """Confirm and stop ``decision``'s worker (unless shutting down: ``leaving``) when
+        ``at_once`` lets it, then settle what came of it. Raises nothing but cancellation: an
         actuator that fails counts as a stop whose outcome is unknown (retiring)."""
         async with at_once:
-            if self.stopping.is_set():
-                log.info("shutting down: %s not stopped", field_value(decision.worker))
-                return
             try:
-                attempt = await self.actuator.retire(decision)
+                attempt = None if self.stopping.is_set() else await self.actuator.retire(decision)
             except Exception:
                 log.exception(
                     "worker %s: retiring it failed; it counts as retiring",
                     field_value(decision.worker),
                 )
                 attempt = StopAttempt(StopResult.UNANSWERED)
+        if attempt is None:  # shutting down before its stop was sent: nothing came of it
+            log.info("shutting down: %s not stopped", field_value(decision.worker))
+            return
         try:
             await self.bookkeeping.settle(decision, attempt)
         except Exception:  # a fault of ours: the other stops of the cycle settle as usual

@@ -25,6 +25,7 @@ from typing import Final
 
 from wool_idle.autoscaler.actuator import CHANNEL_OPTIONS, ActionSettings
 from wool_idle.autoscaler.floor import holders
+from wool_idle.autoscaler.leaving import unless_leaving
 from wool_idle.autoscaler.policy import Plan
 from wool_idle.autoscaler.verdicts import Verdict
 from wool_idle.contract import valid_idle
@@ -84,7 +85,7 @@ async def confirm_floors(
 
     groups = list(dict.fromkeys(d.group for d in stops))
     checks = (_confirmed(g, by_group.get(g, []), min_workers, asked) for g in groups)
-    confirmed = await _unless(leaving, asyncio.gather(*checks))
+    confirmed = await unless_leaving(leaving, asyncio.gather(*checks))
     if confirmed is None:
         log.info("shutting down: floors left unconfirmed, no worker stopped this cycle")
     unconfirmed = (
@@ -103,25 +104,6 @@ async def confirm_floors(
             for d in plan.decisions
         ),
     )
-
-
-async def _unless(
-    leaving: asyncio.Event | None, checks: Awaitable[list[bool]]
-) -> list[bool] | None:
-    """What ``checks`` come to, or None (and ``checks`` cancelled) if ``leaving`` is set
-    first; ``checks`` is cancelled too when this is."""
-    work = asyncio.ensure_future(checks)
-    left = asyncio.ensure_future((leaving or asyncio.Event()).wait())
-    cut = True
-    try:
-        await asyncio.wait({work, left}, return_when=asyncio.FIRST_COMPLETED)
-        cut = not work.done()
-    finally:
-        left.cancel()
-        if cut:
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-    return None if cut else work.result()
 
 
 async def _confirmed(
