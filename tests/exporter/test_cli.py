@@ -16,11 +16,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import aiohttp
 import pytest
 from support import unix_http
 from support.blackhole import Blackhole
 from support.metrics import by_worker, fetch, samples
 from support.processes import spawn_cli, spawn_with_stalled_reads, terminated_once_stalled
+from support.waiting import eventually_async
 
 import wool_idle
 from wool_idle.cli import build_parser, main
@@ -250,6 +252,32 @@ class TestExporterCli:
         )
         assert ready[0] == 200
         assert status == 0 and not Path(path).exists()
+
+    async def test_sigterm_during_a_scrape_of_a_hung_worker_exits_0(self, scripted) -> None:
+        """Given an exporter whose one target never answers its idle RPC, with a --timeout
+        of an hour, when it gets SIGTERM while a /metrics scrape waits on that worker,
+        then it exits 0 without waiting out the scrape (it waited for it, 60 s: aiohttp's
+        own bound), the scrape cut short (no answer), and logs that it stopped."""
+        # Arrange
+        hung = await scripted(hang=True)
+        path = unix_http.socket_path("exporter")
+        process = spawn_cli(["exporter", "--web.listen-address", f"unix:{path}",
+                             "--target", hung.address, "--timeout", "1h"])  # fmt: skip
+        try:
+            url = (await asyncio.to_thread(process.stdout.readline)).strip()
+            scrape = asyncio.ensure_future(unix_http.get(url, "/metrics"))
+            assert await eventually_async(lambda: hung.idle_calls > 0)
+            # Act
+            process.send_signal(signal.SIGTERM)
+            status = await asyncio.to_thread(process.wait, 30)
+        finally:
+            process.kill()
+            process.wait()
+        (answer,) = await asyncio.gather(scrape, return_exceptions=True)
+        # Assert
+        assert status == 0
+        assert isinstance(answer, aiohttp.ClientError)
+        assert "exporter stopped" in process.stderr.read()
 
     @pytest.mark.parametrize("reload", ["SIGHUP", "POST /-/reload"])
     def test_sigterm_while_a_targets_file_read_stalls_exits_0(

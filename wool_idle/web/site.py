@@ -47,6 +47,10 @@ sends its head a byte at a time (slowloris), or stays idle between requests is
 closed (aiohttp keeps it an hour: anyone who can connect could hold every file
 descriptor). Clients such as Prometheus reconnect. Also the seconds a client has
 to take an answer (``UnreadAnswers``)."""
+LEAVING_ANSWER_WAIT: Final = 1.0
+"""Seconds a daemon, leaving, lets the answers under way end before it cuts them: a
+``/metrics`` scrape that waits on workers that do not answer (up to its timeout) never
+holds up SIGTERM (aiohttp waited 60 s for it)."""
 
 
 def _malformed_request(record: logging.LogRecord) -> bool:
@@ -74,7 +78,8 @@ async def serve_app(
     file changes), yielding the URL of ``path`` (the base URL by default); stop
     on exit. A connection without a whole request for ``request_wait`` seconds is
     closed, and one that still holds unsent bytes ``request_wait`` seconds after an
-    answer began is aborted. Raises ``OSError`` if the address cannot be bound."""
+    answer began is aborted; on exit, answers under way get ``LEAVING_ANSWER_WAIT``
+    seconds, then are cut. Raises ``OSError`` if the address cannot be bound."""
     server_log = logging.getLogger("aiohttp.server")
     if MALFORMED_REQUESTS_ONCE not in server_log.filters:
         server_log.addFilter(MALFORMED_REQUESTS_ONCE)
@@ -85,7 +90,9 @@ async def serve_app(
         app.on_response_prepare.append(_with_headers(config))
     unread = UnreadAnswers(request_wait)
     app.on_response_prepare.append(unread)
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=request_wait)
+    runner = web.AppRunner(
+        app, access_log=None, keepalive_timeout=request_wait, shutdown_timeout=LEAVING_ANSWER_WAIT
+    )
     await runner.setup()
     try:
         base = await _start(runner, listen, config.server_context())
