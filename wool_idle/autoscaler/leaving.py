@@ -23,17 +23,18 @@ Result = TypeVar("Result")
 
 
 async def unless_leaving(leaving: asyncio.Event | None, work: Awaitable[Result]) -> Result | None:
-    """What ``work`` comes to (or raises), or None if ``leaving`` is set first (or was
-    set already): ``work`` is then cancelled and waited for. ``work`` is cancelled too
-    when this is. Without ``leaving``, ``work`` itself."""
+    """What ``work`` comes to (or raises), or None if ``leaving`` is set first: ``work``
+    is then cancelled and waited for (set already, a coroutine's body never runs).
+    ``work`` is cancelled too when this is. Without ``leaving``, ``work`` itself."""
     if leaving is None:
         return await work
     running = asyncio.ensure_future(work)
     left = asyncio.ensure_future(leaving.wait())
     cut = True
     try:
-        await asyncio.wait({running, left}, return_when=asyncio.FIRST_COMPLETED)
-        cut = not running.done()
+        if not leaving.is_set():  # set already: ``work`` never starts
+            await asyncio.wait({running, left}, return_when=asyncio.FIRST_COMPLETED)
+            cut = not running.done()
     finally:
         left.cancel()
         if cut:
