@@ -152,11 +152,12 @@ class TestOrphans:
                 assert back == 0
                 assert each.orphans.count() == 0
 
-    async def test_count_second_replacement_takes_a_fresh_baseline(self, namespace: str) -> None:
+    async def test_count_second_replacement_keeps_the_first_orphans(self, namespace: str) -> None:
         """Given a followed namespace with three workers whose holder restarted leaving two
         on the old namespace (one listed on the new one), when the holder restarts
-        again and no worker is published on the newest namespace, then one is orphaned:
-        the one listed right before the second replacement, not the three of the first."""
+        again and no worker is published on the newest namespace, then three are
+        orphaned: the one listed right before the second replacement, and the two still
+        on the first namespace (the second replacement did not bring them back)."""
         # Arrange
         each = following(namespace)
         workers = ("127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003")
@@ -172,7 +173,31 @@ class TestOrphans:
                     await settled(lambda: each.replacements == 2 and each.up)
                     # Assert
                     assert first_count == 2
-                    assert each.orphans.count() == 1
+                    assert each.orphans.count() == 3
+
+    async def test_count_second_replacement_once_all_back_takes_a_fresh_baseline(
+        self, namespace: str
+    ) -> None:
+        """Given a followed namespace with two workers whose holder restarted with the
+        pool (both back on the new one), when the holder restarts again at once (never
+        seen missing) and its pool stays on the old one, then two are orphaned: the
+        two listed right before the second replacement, none of the first counted twice."""
+        # Arrange
+        each = following(namespace)
+        workers = ("127.0.0.1:5001", "127.0.0.1:5002")
+        async with running(each), old_pool(namespace, *workers) as holder:
+            await settled(lambda: len(each.records) == 2)
+            await holder_gone(each, holder)
+            async with old_pool(namespace, *workers) as second:
+                await settled(lambda: each.replacements == 1 and len(each.records) == 2)
+                first_count = each.orphans.count()
+                # Act
+                second.stop()
+                with LocalDiscovery(namespace):
+                    await settled(lambda: each.replacements == 2 and each.up and not each.records)
+                    # Assert
+                    assert first_count == 0
+                    assert each.orphans.count() == 2
 
     async def test_count_empty_namespace_replaced_is_zero(self, namespace: str) -> None:
         """Given a followed namespace listing no worker, when its holder restarts, then
@@ -224,3 +249,19 @@ class TestOrphans:
                 # Assert
                 assert (before, expired) == (2, 0)
                 assert each.orphans.count() == 0
+
+    def test_missing_before_the_new_namespace_settled_counts_no_worker_twice(self) -> None:
+        """Given a replacement orphaning three workers of which one came back, the three
+        still among the last known (no subscription of the new namespace settled),
+        when the namespace goes missing and is created again, then three are orphaned:
+        the two not seen again and the one seen, not the four known besides."""
+        # Arrange
+        orphans = Orphans()
+        orphans.attached(False, {"a", "b", "c"})
+        orphans.attached(True, {"a", "b", "c"})
+        orphans.saw("d")
+        # Act
+        orphans.missing({"a", "b", "c", "d"})
+        orphans.attached(True, set())
+        # Assert
+        assert orphans.count() == 3

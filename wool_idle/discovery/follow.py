@@ -132,7 +132,7 @@ class Follower:
         except Exception as error:
             self._failed(error)
             return
-        self.orphans.attached(replaced, len(self._records))
+        self.orphans.attached(replaced, self._records.keys())
         if replaced:
             self.replacements += 1
             log.warning("wool discovery %s: %s", self, REPLACED)
@@ -235,7 +235,7 @@ class Follower:
         self.up = False
         self.errors[problem] += 1
         if problem is FollowProblem.NAMESPACE_MISSING:
-            self.orphans.missing(len(self._records))
+            self.orphans.missing(self._records.keys())
             self._rejected.clear()
             for uid in list(self._records):
                 self._forget(uid)

@@ -11,12 +11,18 @@ left (retired) counts as having come back. ``count`` is ``baseline`` less those,
 least 0, and 0 for good (until the next replacement) once they reach ``baseline``, or
 once ``ORPHANS_EXPIRY`` has passed since the replacement; 0 with no replacement (an
 exporter restarted knows of none), for a namespace that was empty, and for ``lan``.
+
+A replacement while the last one's count is above 0 keeps those workers: they are on
+an older namespace still, unlisted. Its baseline is then that count plus the workers
+of the last list that were seen since the last replacement (the others, not dropped
+yet because no subscription of the new namespace settled, are among that count);
+the hour begins again.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
 ORPHANS_EXPIRY: Final = 3600.0
@@ -41,20 +47,28 @@ class Orphans:
         self._since = 0.0
         self._seen: set[str] = set()
 
-    def missing(self, listed: int) -> None:
-        """The namespace is gone, with ``listed`` workers last known (before the
-        follower forgets them): the baseline of a replacement before the next attach."""
+    def missing(self, listed: Collection[str]) -> None:
+        """The namespace is gone, with the workers ``listed`` (uids) last known (before
+        the follower forgets them): the baseline of a replacement before the next attach."""
         if self._kept is None:
-            self._kept = listed
+            self._kept = self._at_risk(listed)
 
-    def attached(self, replaced: bool, listed: int) -> None:
-        """A subscription starts, with ``listed`` workers last known; ``replaced`` when its
-        namespace is another one than the last attached: count afresh from now on."""
+    def attached(self, replaced: bool, listed: Collection[str]) -> None:
+        """A subscription starts, with the workers ``listed`` (uids) last known;
+        ``replaced`` when its namespace is another one than the last attached: count
+        afresh from now on (see the module)."""
         if replaced:
-            self._baseline = listed if self._kept is None else self._kept
+            self._baseline = self._at_risk(listed) if self._kept is None else self._kept
             self._since = self._clock()
             self._seen = set()
         self._kept = None
+
+    def _at_risk(self, listed: Collection[str]) -> int:
+        """The workers a replacement now would orphan: those ``listed``, or while the
+        last replacement's count is above 0, that count and those ``listed`` seen since."""
+        if not (outstanding := self.count()):
+            return len(listed)
+        return outstanding + sum(1 for uid in listed if uid in self._seen)
 
     def saw(self, uid: str) -> None:
         """The namespace attached lists worker ``uid`` (valid) now."""
