@@ -17,6 +17,7 @@ from wool_idle.discovery.attachment import FollowProblem
 from wool_idle.discovery.follow import Follower
 from wool_idle.discovery.local import LocalAttachment
 from wool_idle.discovery.orphans import ORPHANS_EXPIRY, Orphans
+from wool_idle.discovery.records import WorkerRecord
 from wool_idle.discovery.spec import DiscoverySpec
 
 POLL = 0.1
@@ -28,6 +29,11 @@ def following(namespace: str, clock: Clock | None = None) -> Follower:
     attachment = LocalAttachment(namespace, poll_interval=POLL)
     orphans = Orphans(clock=clock) if clock is not None else None
     return Follower(spec, attachment, retry_interval=POLL, orphans=orphans)
+
+
+def listing(*uids: str) -> dict[str, WorkerRecord]:
+    """Workers of no tags listed under ``uids``, as a follower keeps them."""
+    return {uid: WorkerRecord(uid, "127.0.0.1:5001", 4242, "0.15.7") for uid in uids}
 
 
 def addresses(each: Follower) -> set[str]:
@@ -250,6 +256,34 @@ class TestOrphans:
                 assert (before, expired) == (2, 0)
                 assert each.orphans.count() == 0
 
+    async def test_count_another_pool_started_does_not_make_up_for_orphans(
+        self, namespace: str
+    ) -> None:
+        """Given a followed namespace with a pool ``a`` of two workers and a pool ``b`` of
+        one, when its holder restarts with pool ``a`` only (``b`` left on the old
+        namespace) and a new pool ``c`` of one worker starts on the new one, then one
+        is orphaned: ``b``'s, though as many workers are listed as before."""
+        # Arrange
+        each = following(namespace)
+        async with (
+            running(each),
+            old_pool(namespace) as holder,
+            publishing(namespace) as pools,
+        ):
+            await pools.add("127.0.0.1:5001", tags=("a",))
+            await pools.add("127.0.0.1:5002", tags=("a",))
+            await pools.add("127.0.0.1:5003", tags=("b",))
+            await settled(lambda: len(each.records) == 3)
+            # Act
+            await holder_gone(each, holder)
+            async with held(namespace) as publish:
+                await publish.add("127.0.0.1:5004", tags=("a",))
+                await publish.add("127.0.0.1:5005", tags=("a",))
+                await publish.add("127.0.0.1:5006", tags=("c",))
+                await settled(lambda: each.replacements == 1 and len(each.records) == 3)
+                # Assert
+                assert each.orphans.count() == 1
+
     def test_missing_before_the_new_namespace_settled_counts_no_worker_twice(self) -> None:
         """Given a replacement orphaning three workers of which one came back, the three
         still among the last known (no subscription of the new namespace settled),
@@ -257,11 +291,12 @@ class TestOrphans:
         the two not seen again and the one seen, not the four known besides."""
         # Arrange
         orphans = Orphans()
-        orphans.attached(False, {"a", "b", "c"})
-        orphans.attached(True, {"a", "b", "c"})
-        orphans.saw("d")
+        old = listing("a", "b", "c")
+        orphans.attached(False, old)
+        orphans.attached(True, old)
+        orphans.saw("d", ())
         # Act
-        orphans.missing({"a", "b", "c", "d"})
-        orphans.attached(True, set())
+        orphans.missing(listing("a", "b", "c", "d"))
+        orphans.attached(True, {})
         # Assert
         assert orphans.count() == 3

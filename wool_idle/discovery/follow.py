@@ -132,7 +132,7 @@ class Follower:
         except Exception as error:
             self._failed(error)
             return
-        self.orphans.attached(replaced, self._records.keys())
+        self.orphans.attached(replaced, self._records)
         if replaced:
             self.replacements += 1
             log.warning("wool discovery %s: %s", self, REPLACED)
@@ -187,7 +187,7 @@ class Follower:
             self._forget(uid)
             return
         self._rejected.pop(uid, None)
-        self.orphans.saw(uid)
+        self.orphans.saw(uid, record.tags)
         if self._records.get(uid) != record:
             log.debug("wool discovery %s: worker %s at %s", self, uid, field_value(record.address))
             self._records[uid] = record
@@ -235,7 +235,7 @@ class Follower:
         self.up = False
         self.errors[problem] += 1
         if problem is FollowProblem.NAMESPACE_MISSING:
-            self.orphans.missing(self._records.keys())
+            self.orphans.missing(self._records)
             self._rejected.clear()
             for uid in list(self._records):
                 self._forget(uid)

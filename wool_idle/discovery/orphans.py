@@ -5,29 +5,37 @@ replacement: ``Attachment.attach``); pools still attached to the old one serve o
 unlisted. A planned restart of the holder with every pool publishes every worker on
 the new namespace within seconds. So at each replacement the ``Orphans`` of a
 ``Follower`` take as ``baseline`` the workers it listed right before it (its last known
-list: the one before the namespace went missing, when it did), and count the distinct
-workers (by uid) listed on the new namespace since; a worker that was listed and then
-left (retired) counts as having come back. ``count`` is ``baseline`` less those, at
-least 0, and 0 for good (until the next replacement) once they reach ``baseline``, or
-once ``ORPHANS_EXPIRY`` has passed since the replacement; 0 with no replacement (an
-exporter restarted knows of none), for a namespace that was empty, and for ``lan``.
+list: the one before the namespace went missing, when it did), by pool (their tags),
+and count the distinct workers (by uid) of each pool listed on the new namespace since;
+a worker that was listed and then left (retired) counts as having come back. A pool's
+orphans are its baseline less those, at least 0: workers of another pool (one started
+since, or one that came back with more workers) never make up for them. ``count`` is
+their sum, and 0 for good (until the next replacement) once it is 0, or once
+``ORPHANS_EXPIRY`` has passed since the replacement; 0 with no replacement (an exporter
+restarted knows of none), for a namespace that was empty, and for ``lan``.
 
 A replacement while the last one's count is above 0 keeps those workers: they are on
-an older namespace still, unlisted. Its baseline is then that count plus the workers
-of the last list that were seen since the last replacement (the others, not dropped
-yet because no subscription of the new namespace settled, are among that count);
-the hour begins again.
+an older namespace still, unlisted. Its baseline is then those plus the workers of the
+last list listed on the newer namespace (not those listed right before the last
+replacement and not seen since, which no subscription of the newer one dropped yet:
+they are among those kept); the hour begins again.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Final
+
+from wool_idle.discovery.records import WorkerRecord
 
 ORPHANS_EXPIRY: Final = 3600.0
 """Seconds after a replacement past which its workers not seen again count no more
 (parity with the alert rule it replaces, which resolved an hour after it)."""
+
+Tags = tuple[str, ...]
+"""A pool: the tags of its workers (``WorkerRecord.tags``)."""
 
 
 class Orphans:
@@ -42,44 +50,60 @@ class Orphans:
     ) -> None:
         self._expiry = expiry
         self._clock = clock
-        self._kept: int | None = None  # listed when the namespace went missing
-        self._baseline = 0
+        self._kept: tuple[Counter[Tags], frozenset[str]] | None = None  # when it went missing
+        self._baseline: Counter[Tags] = Counter()
+        self._before: frozenset[str] = frozenset()  # the uids listed right before
         self._since = 0.0
-        self._seen: set[str] = set()
+        self._seen: dict[Tags, set[str]] = {}
+        self._resolved = True
 
-    def missing(self, listed: Collection[str]) -> None:
-        """The namespace is gone, with the workers ``listed`` (uids) last known (before
+    def missing(self, listed: Mapping[str, WorkerRecord]) -> None:
+        """The namespace is gone, with the workers ``listed`` (by uid) last known (before
         the follower forgets them): the baseline of a replacement before the next attach."""
         if self._kept is None:
-            self._kept = self._at_risk(listed)
+            self._kept = (self._at_risk(listed), frozenset(listed))
 
-    def attached(self, replaced: bool, listed: Collection[str]) -> None:
-        """A subscription starts, with the workers ``listed`` (uids) last known;
+    def attached(self, replaced: bool, listed: Mapping[str, WorkerRecord]) -> None:
+        """A subscription starts, with the workers ``listed`` (by uid) last known;
         ``replaced`` when its namespace is another one than the last attached: count
         afresh from now on (see the module)."""
         if replaced:
-            self._baseline = self._at_risk(listed) if self._kept is None else self._kept
+            kept = self._kept or (self._at_risk(listed), frozenset(listed))
+            self._baseline, self._before = kept
             self._since = self._clock()
-            self._seen = set()
+            self._seen = {}
+            self._resolved = not self._baseline
         self._kept = None
 
-    def _at_risk(self, listed: Collection[str]) -> int:
-        """The workers a replacement now would orphan: those ``listed``, or while the
-        last replacement's count is above 0, that count and those ``listed`` seen since."""
-        if not (outstanding := self.count()):
-            return len(listed)
-        return outstanding + sum(1 for uid in listed if uid in self._seen)
-
-    def saw(self, uid: str) -> None:
-        """The namespace attached lists worker ``uid`` (valid) now."""
-        if len(self._seen) < self._baseline:
-            self._seen.add(uid)
+    def saw(self, uid: str, tags: Tags) -> None:
+        """The namespace attached lists worker ``uid`` (valid), of the pool ``tags``, now."""
+        if uid in self._before or len(self._seen.get(tags, ())) < self._baseline[tags]:
+            self._seen.setdefault(tags, set()).add(uid)
 
     def count(self) -> int:
-        """Workers listed before the last replacement, less those seen since (see the
-        module); 0 for good once they are all seen or ``expiry`` has passed."""
-        if self._baseline and self._clock() - self._since >= self._expiry:
-            self._baseline = 0
-        if len(self._seen) >= self._baseline:
-            self._baseline, self._seen = 0, set()
-        return self._baseline - len(self._seen)
+        """Workers listed before the last replacement, less those of their pool seen
+        since (see the module); 0 for good once it is 0 or ``expiry`` has passed."""
+        if self._resolved:
+            return 0
+        left = sum(self._left().values())
+        if not left or self._clock() - self._since >= self._expiry:
+            self._resolved = True
+            return 0
+        return left
+
+    def _left(self) -> Counter[Tags]:
+        """Each pool's workers not seen again (none when resolved)."""
+        if self._resolved:
+            return Counter()
+        seen = self._seen
+        return +Counter({tags: n - len(seen.get(tags, ())) for tags, n in self._baseline.items()})
+
+    def _at_risk(self, listed: Mapping[str, WorkerRecord]) -> Counter[Tags]:
+        """The workers a replacement now would orphan, by pool: those still left from
+        the last one (``count`` above 0), and those ``listed`` but for the ones listed
+        before the last replacement and not seen since."""
+        at_risk = self._left() if self.count() else Counter()
+        for uid, record in listed.items():
+            if uid not in self._before or uid in self._seen.get(record.tags, ()):
+                at_risk[record.tags] += 1
+        return at_risk
