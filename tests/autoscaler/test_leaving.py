@@ -9,6 +9,18 @@ import pytest
 from wool_idle.autoscaler.leaving import unless_leaving
 
 
+async def endless(started: asyncio.Event, cancelled: list[bool]) -> int:
+    """Work that never ends: sets ``started``, and notes in ``cancelled`` its
+    cancellation."""
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancelled.append(True)
+        raise
+    return 7
+
+
 class TestUnlessLeaving:
     async def test_unless_leaving_work_that_ends_first_is_its_result(self) -> None:
         """Given work that ends while the daemon stays, when awaited unless leaving, then
@@ -27,19 +39,8 @@ class TestUnlessLeaving:
         """Given work that never ends, when the daemon leaves during it, then None comes
         back and the work was cancelled and has ended (nothing of it goes on)."""
         # Arrange
-        leaving, started = asyncio.Event(), asyncio.Event()
-        cancelled: list[bool] = []
-
-        async def work() -> int:
-            started.set()
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                cancelled.append(True)
-                raise
-            return 7
-
-        waiting = asyncio.ensure_future(unless_leaving(leaving, work()))
+        leaving, started, cancelled = asyncio.Event(), asyncio.Event(), []
+        waiting = asyncio.ensure_future(unless_leaving(leaving, endless(started, cancelled)))
         await started.wait()
         # Act
         leaving.set()
@@ -83,19 +84,10 @@ class TestUnlessLeaving:
         """Given work that never ends, when the waiting itself is cancelled, then the
         work is cancelled too (nothing of it goes on)."""
         # Arrange
-        started = asyncio.Event()
-        cancelled: list[bool] = []
-
-        async def work() -> int:
-            started.set()
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                cancelled.append(True)
-                raise
-            return 7
-
-        waiting = asyncio.ensure_future(unless_leaving(asyncio.Event(), work()))
+        started, cancelled = asyncio.Event(), []
+        waiting = asyncio.ensure_future(
+            unless_leaving(asyncio.Event(), endless(started, cancelled))
+        )
         await started.wait()
         # Act
         waiting.cancel()
