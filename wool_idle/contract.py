@@ -63,8 +63,9 @@ again by a new owner (its holder restarted) after the exporter had attached to i
 pools still attached to the old namespace serve on, unlisted."""
 DISCOVERY_ORPHANED: Final = "wool_exporter_discovery_orphaned_workers"
 """Workers a ``local`` discovery listed right before its last replacement that it has
-not listed again since (``discovery.orphans``): left on the old namespace, unlisted.
-0 with no replacement, once every one is back, and an hour after the replacement."""
+not listed again since, counted pool by pool (their tags), those of an earlier
+replacement not yet back included (``discovery.orphans``): left on an old namespace,
+unlisted. 0 with no replacement, once every one is back, and an hour after the last."""
 RETIRED_TIMESTAMP: Final = "wool_autoscaler_retired_timestamp_seconds"
 """On the autoscaler's ``/metrics``: Unix time at which it stopped the worker
 (label ``worker``, plus the worker's ``--group-by`` labels); the alert rules

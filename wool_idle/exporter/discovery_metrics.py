@@ -59,8 +59,9 @@ class DiscoveryCollector(Collector):
         orphaned = GaugeMetricFamily(
             DISCOVERY_ORPHANED,
             "Workers the exporter listed right before the local namespace's last "
-            "replacement (its holder restarted) and has not listed again since: left on "
-            "the old namespace, unlisted. 0 once all were, and an hour after it.",
+            "replacement (its holder restarted) and has not listed again since, pool by "
+            "pool (tags): left on an old namespace, unlisted. 0 once all were, and an "
+            "hour after it.",
             labels=[DISCOVERY_LABEL],
         )
         for each in self.followers:
