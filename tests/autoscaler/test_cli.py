@@ -16,6 +16,7 @@ from support.metrics import fetch, samples
 from support.processes import (
     run_cli,
     spawn_cli,
+    spawn_with_stalled_lookups,
     spawn_with_stalled_reads,
     terminated_once_stalled,
 )
@@ -180,6 +181,27 @@ class TestAutoscalerCli:
         try:
             assert process.stdout is not None
             assert process.stdout.readline().startswith("http://")
+            # Act
+            status = terminated_once_stalled(process)
+        finally:
+            process.kill()
+            process.wait()
+        # Assert
+        assert status == 0
+
+    @pytest.mark.parametrize("mode", ["daemon", "once"])
+    def test_signalled_while_the_source_name_lookup_hangs_exits_0(self, mode: str) -> None:
+        """Given the autoscaler (the daemon, or --once) whose source's host name is looked
+        up against a DNS server that does not answer, when it gets SIGTERM during that
+        lookup, then it exits 0 all the same: the read is cut short and nothing waits for
+        the lookup (aiohttp's ran on the default executor, which the exit waited for as
+        long as the lookup hung)."""
+        # Arrange
+        args = ["autoscaler", "--metrics-url", "http://source.invalid:9/metrics",
+                "--max-idle", "1m", "--source-timeout", "1h"]  # fmt: skip
+        args += ["--once"] if mode == "once" else ["--web.listen-address", "127.0.0.1:0"]
+        process = spawn_with_stalled_lookups("source.invalid", args)
+        try:
             # Act
             status = terminated_once_stalled(process)
         finally:

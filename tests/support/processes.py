@@ -25,6 +25,18 @@ def stalled(path, *, limit):
 module.read_regular_file = stalled
 sys.exit(main(sys.argv[1:], own_process=True))
 """
+_STALLED_LOOKUPS = f"""\
+import socket, sys, threading
+from wool_idle.cli import main
+stalled_host, lookup = sys.argv.pop(1), socket.getaddrinfo
+def stalled(host, *args, **kwargs):
+    if host == stalled_host:
+        print({STALLED!r}, file=sys.stderr, flush=True)
+        threading.Event().wait()
+    return lookup(host, *args, **kwargs)
+socket.getaddrinfo = stalled
+sys.exit(main(sys.argv[1:], own_process=True))
+"""
 
 
 def run_cli(
@@ -95,8 +107,22 @@ def spawn_with_stalled_reads(
     )
 
 
+def spawn_with_stalled_lookups(host: str, args: Sequence[str]) -> subprocess.Popen[str]:
+    """Start ``wool-idle ARGS`` like ``spawn_cli``, its name lookups (``getaddrinfo``) of
+    ``host`` stalled for good, as against a DNS server that does not answer (which cannot
+    be made here); it says ``STALLED`` on stderr as one stalls."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _STALLED_LOOKUPS, host, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def terminated_once_stalled(process: subprocess.Popen[str], timeout: float = 30.0) -> int:
-    """Send ``process`` (of ``spawn_with_stalled_reads``) SIGTERM once a read of it
+    """Send ``process`` (of ``spawn_with_stalled_reads`` or ``spawn_with_stalled_lookups``)
+    SIGTERM once a read of it
     stalled (or it exited) and return its exit status (``TimeoutExpired`` past
     ``timeout``)."""
     assert process.stderr is not None

@@ -8,6 +8,10 @@ own timeout, rather than start a thread each), and only to the origin the config
 is for, so a redirect to another host never carries the credentials; the TLS
 context, whose files are followed as they rotate; and ``follow_redirects: false``,
 under which a redirect is a failure (``RedirectRefused``) as it is for Prometheus.
+Its name lookups run on daemon threads (``DaemonResolver``): aiohttp's own run on
+the loop's default executor, which ``asyncio.run`` waits for at exit, so a DNS
+server that does not answer held up the exit of a daemon signalled during a read
+(cut short: ``autoscaler.leaving``) for as long as the lookup hung.
 
 A session applies one config for good. ``LiveSession`` follows a config that
 changes (``LiveClientConfig``) with a session per version: ``lease`` gives the
@@ -26,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, hdrs
+from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from wool_idle.daemon_thread import DaemonThreads
@@ -89,10 +95,56 @@ async def _header(credentials: Credentials) -> str:
         raise CredentialsUnavailable(why) from None
 
 
+_LOOKUPS: Final = DaemonThreads(4, "wool-idle-http-resolve")
+"""The threads that run the sessions' name lookups: a lookup that hangs never holds up
+the exit; the lookups of requests given up meanwhile never start."""
+
+
+class DaemonResolver(AbstractResolver):
+    """aiohttp's ``ThreadedResolver`` (``getaddrinfo``, the addresses a stream socket
+    can connect to), on ``_LOOKUPS``' daemon threads rather than the default executor."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        loop = asyncio.get_running_loop()
+        flags = socket.AI_ADDRCONFIG
+        infos = await loop.run_in_executor(
+            _LOOKUPS, lambda: socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0, flags)
+        )
+        found: list[ResolveResult] = []
+        for kind, _, proto, _, address in infos:
+            if kind == socket.AF_INET6 and len(address) < 3:  # no IPv6 in this Python
+                continue
+            host_found, port_found = str(address[0]), int(address[1])
+            if len(address) == 4 and address[3]:  # a link-local address's zone, named
+                numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+                host_found, named_port = socket.getnameinfo(
+                    (host_found, port_found, *address[2:]), numeric
+                )
+                port_found = int(named_port)
+            flags_found = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+            found.append(
+                ResolveResult(
+                    hostname=host,
+                    host=host_found,
+                    port=port_found,
+                    family=kind,
+                    proto=proto,
+                    flags=flags_found,
+                )
+            )
+        return found
+
+    async def close(self) -> None:
+        """Nothing to close: the threads are shared and stay."""
+
+
 def http_session(config: HttpClientConfig, *, origin: str) -> aiohttp.ClientSession:
     """A session applying ``config`` to its requests; credentials go to ``origin``
-    (a URL without userinfo: its scheme, host and port count) only."""
-    connector = aiohttp.TCPConnector(ssl=config.ssl_context or True)
+    (a URL without userinfo: its scheme, host and port count) only; its name lookups
+    on daemon threads (``DaemonResolver``)."""
+    connector = aiohttp.TCPConnector(ssl=config.ssl_context or True, resolver=DaemonResolver())
     return aiohttp.ClientSession(
         connector=connector, middlewares=(_ApplyConfig(config, URL(origin).origin()),)
     )
