@@ -465,6 +465,29 @@ class TestConditionalStop:
         assert await fleet.wait_exit(address) == 0
         assert window_lines(caplog) == []
 
+    async def test_retire_leaving_as_the_write_before_the_stop_ends_sends_no_stop(
+        self, fleet
+    ) -> None:
+        """Given our worker (it honours the conditional stop: confirmed once) idle past
+        the rule, when the daemon is signalled just as the write before its stop ends
+        (the signal handled in the same turn of the loop), then no stop is sent after the
+        signal and nothing came of it (the stop went out: the confirmation had ended)."""
+        # Arrange
+        (address,) = await fleet.start(1)
+        await asyncio.sleep(0.3)
+        leaving = asyncio.Event()
+
+        async def written(worker: str) -> None:
+            leaving.set()
+
+        retiring = graceful(1.0, before_stop=written)
+        retiring.leaving = leaving
+        # Act
+        attempt = await retiring.retire(stop(address))
+        # Assert
+        assert attempt is None
+        assert fleet.alive(address)
+
     @pytest.mark.parametrize(("written_down", "asked"), [(False, 1), (True, 2)])
     async def test_retire_unconditional_worker_asked_again_only_after_a_write(
         self, scripted, written_down: bool, asked: int

@@ -49,6 +49,23 @@ class TestUnlessLeaving:
         assert result is None
         assert cancelled == [True]
 
+    async def test_unless_leaving_set_as_the_work_ends_drops_its_result(self) -> None:
+        """Given work during whose last step the daemon leaves (the signal handled in
+        the turn of the loop the work ended in), when awaited unless leaving, then None
+        comes back: what comes after it (a stop) is not done after the signal."""
+        # Arrange
+        leaving = asyncio.Event()
+
+        async def work() -> int:
+            await asyncio.sleep(0)
+            leaving.set()
+            return 7
+
+        # Act
+        result = await unless_leaving(leaving, work())
+        # Assert
+        assert result is None
+
     async def test_unless_leaving_already_set_never_runs_the_work(self) -> None:
         """Given the daemon leaving already, when work is given (one that would end at
         once), then None comes back and the work never ran (a read, a confirmation not

@@ -23,9 +23,11 @@ Result = TypeVar("Result")
 
 
 async def unless_leaving(leaving: asyncio.Event | None, work: Awaitable[Result]) -> Result | None:
-    """What ``work`` comes to (or raises), or None if ``leaving`` is set first: ``work``
-    is then cancelled and waited for (set already, a coroutine's body never runs).
-    ``work`` is cancelled too when this is. Without ``leaving``, ``work`` itself."""
+    """What ``work`` comes to (or raises), or None if ``leaving`` is set by the time it
+    ended: ``work`` is then cancelled and waited for (set already, a coroutine's body
+    never runs), or what it came to dropped (set in the turn of the loop it ended in:
+    a stop confirmed then is not sent after the signal). ``work`` is cancelled too
+    when this is. Without ``leaving``, ``work`` itself."""
     if leaving is None:
         return await work
     running = asyncio.ensure_future(work)
@@ -34,7 +36,7 @@ async def unless_leaving(leaving: asyncio.Event | None, work: Awaitable[Result])
     try:
         if not leaving.is_set():  # set already: ``work`` never starts
             await asyncio.wait({running, left}, return_when=asyncio.FIRST_COMPLETED)
-            cut = not running.done()
+            cut = not running.done() or leaving.is_set()
     finally:
         left.cancel()
         if cut:
