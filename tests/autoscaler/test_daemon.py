@@ -29,6 +29,7 @@ from wool.runtime.discovery.local import _short_hash
 from wool_idle.autoscaler import actuator as actuator_module
 from wool_idle.autoscaler import daemon as daemon_module
 from wool_idle.autoscaler import identity as identity_module
+from wool_idle.autoscaler import memory as memory_module
 from wool_idle.autoscaler.daemon import Autoscaler
 from wool_idle.autoscaler.decision_log import MAX_FIELD
 from wool_idle.autoscaler.policy import RETIRING_TTL, Decision, Reading
@@ -203,22 +204,21 @@ class TestAutoscaler:
         self, fleet, exporter_process, make_autoscaler, monkeypatch
     ) -> None:
         """Given two idle workers planned for stopping in one cycle, one stop at a
-        time, when shutdown is requested during the first stop (a hook right before
-        its RPC), then that stop completes (the worker exits 0) and the second worker
-        is left running: no planned stop starts once shutdown is asked for."""
+        time, when shutdown is requested during the first stop (as its RPC is made),
+        then that stop completes (the worker exits 0) and the second worker is left
+        running: no planned stop starts once shutdown is asked for."""
         # Arrange
         monkeypatch.setattr(daemon_module, "RETIRING_AT_ONCE", 1)
         addresses = await fleet.start(2)
         exporter = exporter_process(addresses)
-        holder = {}
+        autoscaler = make_autoscaler(exporter.url, max_idle=0.2, min_workers=0)
+        stop = WorkerConnection.stop
 
-        async def shutdown_requested(worker: str) -> None:
-            holder["autoscaler"].stopping.set()
+        async def shutdown_requested(connection: WorkerConnection, *args, **kwargs) -> None:
+            autoscaler.stopping.set()
+            await stop(connection, *args, **kwargs)
 
-        autoscaler = make_autoscaler(
-            exporter.url, max_idle=0.2, min_workers=0, before_stop=shutdown_requested
-        )
-        holder["autoscaler"] = autoscaler
+        monkeypatch.setattr(WorkerConnection, "stop", shutdown_requested)
         await asyncio.sleep(0.3)
         # Act
         await autoscaler.cycle()
@@ -887,6 +887,50 @@ class TestRetirement:
         assert list(autoscaler.records) == []
         stops = [value(autoscaler, "wool_autoscaler_stops_total", result=r) for r in StopResult]
         assert not any(stops)
+
+    async def test_cycle_leaving_during_the_write_before_a_stop_on_a_hung_mount(
+        self, fleet, make_autoscaler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given an idle worker planned for a stop (floor 0) and a state file on a mount
+        that hangs (a write that never returns, as one cannot be made here; the write
+        timeout an hour), when the daemon is signalled during the write before the stop,
+        then the cycle ends without waiting for the file (its last write, after the cut,
+        queued behind the hung one for the write timeout, the exit with it), no stop is
+        sent, and a later write does not name the worker retiring (it was kept as sent)."""
+        # Arrange
+        (idle,) = await fleet.start(1)
+        path = tmp_path / "state.json"
+        writing, release = threading.Event(), threading.Event()
+        save = StateFile.save
+
+        def hung_save(self: StateFile, marks: Marks) -> None:
+            writing.set()
+            release.wait()
+
+        monkeypatch.setattr(memory_module, "WRITE_TIMEOUT", 3600.0)
+        source = ScriptedSource()
+        source.readings = [Reading(idle, 900.0, age=1.0)]
+        autoscaler = make_autoscaler(
+            "", source=source, state_file=StateFile(path), max_idle=0.2, min_workers=0
+        )
+        await asyncio.sleep(0.3)
+        monkeypatch.setattr(StateFile, "save", hung_save)
+        cycle = asyncio.ensure_future(autoscaler.cycle())
+        try:
+            assert await eventually_async(writing.is_set)
+            # Act
+            autoscaler.stopping.set()
+            ok = await asyncio.wait_for(cycle, 30)
+        finally:
+            monkeypatch.setattr(StateFile, "save", save)
+            release.set()
+        assert autoscaler.memory is not None
+        await autoscaler.memory.save()
+        # Assert
+        assert ok
+        assert fleet.alive(idle)
+        assert list(autoscaler.records) == []
+        assert idle not in StateFile(path).load().retiring
 
     async def test_cycle_leaving_during_the_name_lookups_stops_no_one(
         self, make_autoscaler, monkeypatch: pytest.MonkeyPatch, caplog

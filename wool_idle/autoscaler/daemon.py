@@ -164,8 +164,8 @@ class Autoscaler:
             self._note_unacted(decision)
         at_once = asyncio.Semaphore(RETIRING_AT_ONCE)
         await asyncio.gather(*(self._retire(decision, at_once) for decision in plan.stops))
-        if self.memory is not None:  # marks that ran out, and those of this cycle's stops
-            await self.memory.save()
+        if self.memory is not None:  # marks that ran out (leaving: not waited for, a hung mount)
+            await unless_leaving(self.stopping, self.memory.save())
         return True
 
     async def _retire(self, decision: Decision, at_once: asyncio.Semaphore) -> None:

@@ -114,13 +114,15 @@ class StopMemory:
 
     async def before_stop(self, worker: str) -> None:
         """Write ``worker`` down as retiring; ``OSError`` if that failed (the stop must
-        then not be sent)."""
+        then not be sent). Cancelled (leaving), no stop follows either: the write may
+        land, but no later one names ``worker`` retiring."""
         self._sending[worker] = time.monotonic()
         try:
             await self._write()
-        except OSError:
+        except BaseException as error:
             del self._sending[worker]
-            self.write_errors.inc()
+            if isinstance(error, OSError):
+                self.write_errors.inc()
             raise
 
     async def settled(self, worker: str) -> None:
