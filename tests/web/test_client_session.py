@@ -6,6 +6,7 @@ import asyncio
 import base64
 import contextlib
 import shutil
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -236,6 +237,51 @@ class TestHttpSession:
                     continue
         # Assert
         assert status == 200
+
+
+class TestDaemonResolver:
+    async def test_http_session_name_looked_up_on_a_daemon_thread(
+        self, serve: Serve, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given a source served on loopback and reached by name (``localhost``), when the
+        session reads it, then it answers, and the name was looked up on one of the
+        sessions' daemon lookup threads (which the exit never waits for), not on the
+        loop's default executor."""
+        # Arrange
+        seen: Seen = []
+        url = await serve(recording_app(seen))
+        by_name = url.replace("127.0.0.1", "localhost")
+        threads: list[tuple[str, bool]] = []
+        look_up = socket.getaddrinfo
+
+        def recorded(host, *args, **kwargs):
+            if host == "localhost":
+                current = threading.current_thread()
+                threads.append((current.name, current.daemon))
+            return look_up(host, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", recorded)
+        # Act
+        async with http_session(parse_client_config("", Path("/")), origin=by_name) as session:
+            status = await get(session, f"{by_name}/metrics")
+        # Assert
+        assert status == 200 and [path for path, _, _ in seen] == ["/metrics"]
+        assert threads and all(
+            name.startswith("wool-idle-http-resolve") and daemon for name, daemon in threads
+        )
+
+    async def test_http_session_name_that_does_not_resolve_fails_the_request(self) -> None:
+        """Given a source whose host name does not resolve (``.invalid``, reserved never
+        to), when the session reads it, then the request fails with aiohttp's DNS error
+        (which a source reports as unusable, stopping no one), naming the host."""
+        # Arrange
+        url = "http://no-such-host.invalid:9"
+        # Act
+        async with http_session(parse_client_config("", Path("/")), origin=url) as session:
+            with pytest.raises(aiohttp.ClientConnectorDNSError) as raised:
+                await get(session, f"{url}/metrics")
+        # Assert
+        assert "no-such-host.invalid" in str(raised.value)
 
 
 class TestHttpSessionStalledSecret:
