@@ -122,9 +122,8 @@ def spawn_with_stalled_lookups(host: str, args: Sequence[str]) -> subprocess.Pop
 
 def terminated_once_stalled(process: subprocess.Popen[str], timeout: float = 30.0) -> int:
     """Send ``process`` (of ``spawn_with_stalled_reads`` or ``spawn_with_stalled_lookups``)
-    SIGTERM once a read of it
-    stalled (or it exited) and return its exit status (``TimeoutExpired`` past
-    ``timeout``)."""
+    SIGTERM once a read of it stalled (or it exited) and return its exit status
+    (``TimeoutExpired`` past ``timeout``)."""
     assert process.stderr is not None
     for line in process.stderr:  # to its end if the process exits first
         if STALLED in line:
